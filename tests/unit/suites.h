@@ -1,0 +1,30 @@
+/* tests/unit: the list of Check suites; one line here adds a suite to the runner. */
+#ifndef SAN_UNIT_SUITES_H
+#define SAN_UNIT_SUITES_H
+
+#include <check.h>
+
+/*
+ * Each X(name) is a file tests/unit/check_<name>.c exporting Suite *make_<name>_suite(void).
+ * check_main.c expands this list to declare and run them all.
+ */
+#define SAN_UNIT_SUITES(X) \
+	X(err)             \
+	X(wire)            \
+	X(msg)             \
+	X(hash)            \
+	X(frame)           \
+	X(credit)          \
+	X(bulk)            \
+	X(upgrade)         \
+	X(fdtable)
+
+#define SAN_UNIT_DECLARE(name) Suite *make_##name##_suite(void);
+SAN_UNIT_SUITES(SAN_UNIT_DECLARE)
+#undef SAN_UNIT_DECLARE
+
+/* Per-test-case timeout, seconds; exhaustive model checks get a larger one. */
+#define SAN_UNIT_TIMEOUT 10
+#define SAN_UNIT_TIMEOUT_MODEL 120
+
+#endif /* SAN_UNIT_SUITES_H */
