@@ -1,0 +1,8 @@
+/* core — the engine's entry points that preload/ calls around process life (fork, exec). */
+#ifndef SAN_CORE_H
+#define SAN_CORE_H
+
+void san_core_atfork_child(void);
+void san_core_before_exec(void);
+
+#endif /* SAN_CORE_H */

@@ -1,0 +1,185 @@
+/* preload — wrappers: process life (fork, the exec family). */
+#include "preload/san_preload.h"
+
+/*
+ * vfork() is deliberately not interposed. The vfork child borrows the
+ * parent's stack until it execs or _exits; a wrapper would return into its
+ * own frame in the child, which the child then tramples for the parent
+ * (the parent resumes inside a frame the child has reused). Programs that
+ * vfork+exec reach our exec wrappers in the child anyway.
+ */
+
+/*
+ * The child gets the fd table as a memory copy, which is right: it holds
+ * the same fds. Its hook runs from a pthread_atfork() child handler (see
+ * san_real.c) so that forks libc makes itself (daemon()) run it too; this
+ * wrapper only passes through.
+ */
+SAN_EXPORT pid_t fork(void)
+{
+	return SAN_REAL(fork)();
+}
+
+/*
+ * Every exec runs the engine's hook first, then the real call. If the exec
+ * fails, it returns -1 with the errno the real call set (the hook must keep
+ * errno, and the process simply goes on).
+ */
+static int san_execve(const char *path, char *const argv[], char *const envp[])
+{
+	__typeof__(san_real.execve) fn = SAN_REAL(execve);
+
+	san_debug("execve %s", path);
+	san_core_before_exec();
+	return fn(path, argv, envp);
+}
+
+static int san_execv(const char *path, char *const argv[])
+{
+	__typeof__(san_real.execv) fn = SAN_REAL(execv);
+
+	san_debug("execv %s", path);
+	san_core_before_exec();
+	return fn(path, argv);
+}
+
+static int san_execvp(const char *file, char *const argv[])
+{
+	__typeof__(san_real.execvp) fn = SAN_REAL(execvp);
+
+	san_debug("execvp %s", file);
+	san_core_before_exec();
+	return fn(file, argv);
+}
+
+SAN_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	return san_execve(path, argv, envp);
+}
+
+SAN_EXPORT int execv(const char *path, char *const argv[])
+{
+	return san_execv(path, argv);
+}
+
+SAN_EXPORT int execvp(const char *file, char *const argv[])
+{
+	return san_execvp(file, argv);
+}
+
+SAN_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	__typeof__(san_real.execvpe) fn = SAN_REAL(execvpe);
+
+	if (unlikely(!fn))
+		return san_enosys();
+	san_debug("execvpe %s", file);
+	san_core_before_exec();
+	return fn(file, argv, envp);
+}
+
+SAN_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	__typeof__(san_real.fexecve) fn = SAN_REAL(fexecve);
+
+	if (unlikely(!fn))
+		return san_enosys();
+	san_debug("fexecve fd %d", fd);
+	san_core_before_exec();
+	return fn(fd, argv, envp);
+}
+
+/*
+ * The execl*() family: count the arguments up to the terminating NULL, then
+ * build argv on the stack and take the matching execv*() path. The stack
+ * array is what libc's own execl() does; the arguments had to fit on the
+ * caller's stack already. E2BIG past INT_MAX arguments, as libc.
+ */
+static long san_exec_argc(const char *arg0, va_list *ap)
+{
+	long argc = 1;
+
+	if (!arg0)
+		return 0;
+	while (va_arg(*ap, const char *)) {
+		if (++argc == 0x7fffffff)
+			return -E2BIG;
+	}
+	return argc;
+}
+
+static void san_exec_argv(char **argv, long argc, const char *arg0, va_list *ap)
+{
+	long i;
+
+	if (argc > 0)
+		argv[0] = (char *)arg0;
+	for (i = 1; i < argc; i++)
+		argv[i] = va_arg(*ap, char *);
+	argv[argc] = NULL;
+}
+
+SAN_EXPORT int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	long argc;
+
+	va_start(ap, arg);
+	argc = san_exec_argc(arg, &ap);
+	va_end(ap);
+	if (argc < 0)
+		return (int)san_ret(argc);
+	{
+		char *argv[argc + 1];
+
+		va_start(ap, arg);
+		san_exec_argv(argv, argc, arg, &ap);
+		va_end(ap);
+		return san_execv(path, argv);
+	}
+}
+
+SAN_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	long argc;
+
+	va_start(ap, arg);
+	argc = san_exec_argc(arg, &ap);
+	va_end(ap);
+	if (argc < 0)
+		return (int)san_ret(argc);
+	{
+		char *argv[argc + 1];
+
+		va_start(ap, arg);
+		san_exec_argv(argv, argc, arg, &ap);
+		va_end(ap);
+		return san_execvp(file, argv);
+	}
+}
+
+/* execle(path, arg0, ..., NULL, envp): envp follows the NULL. */
+SAN_EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char *const *envp;
+	va_list ap;
+	long argc;
+
+	va_start(ap, arg);
+	argc = san_exec_argc(arg, &ap);
+	va_end(ap);
+	if (argc < 0)
+		return (int)san_ret(argc);
+	{
+		char *argv[argc + 1];
+
+		va_start(ap, arg);
+		san_exec_argv(argv, argc, arg, &ap);
+		if (argc > 0)
+			(void)va_arg(ap, char *); /* the terminating NULL */
+		envp = va_arg(ap, char *const *);
+		va_end(ap);
+		return san_execve(path, argv, envp);
+	}
+}

@@ -1,0 +1,93 @@
+/* preload — the table of real libc functions: resolved once with dlsym(RTLD_NEXT). */
+#include "preload/san_preload.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct san_real san_real;
+
+struct san_real_sym {
+	const char *name;
+	size_t offset; /* of the pointer in struct san_real */
+	void *self;    /* our wrapper, which the real function must not be */
+	bool required;
+};
+
+static const struct san_real_sym san_real_syms[] = {
+#define SAN_REAL_SYM(fn, ret, params, req) { #fn, offsetof(struct san_real, fn), (void *)&fn, req },
+	SAN_REAL_FUNCS(SAN_REAL_SYM)
+#undef SAN_REAL_SYM
+};
+
+static pthread_once_t san_real_once = PTHREAD_ONCE_INIT;
+
+/* No stdio, no san_log: the process is about to abort and the logger may be what failed. */
+static void __attribute__((noreturn)) san_real_die(const char *name, const char *why)
+{
+	const char *parts[] = { "libsanswitch: cannot resolve real '", name, "': ", why, "\n" };
+	size_t i;
+
+	for (i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
+		san_log_raw(parts[i], strlen(parts[i]));
+	abort();
+}
+
+static void san_real_lookup(void)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(san_real_syms) / sizeof(san_real_syms[0]); i++) {
+		const struct san_real_sym *s = &san_real_syms[i];
+		void **slot = (void **)((char *)&san_real + s->offset);
+		void *fn = dlsym(RTLD_NEXT, s->name);
+
+		if (!fn) {
+			const char *why = dlerror();
+
+			if (s->required)
+				san_real_die(s->name, why ? why : "not found");
+			continue;
+		}
+		if (fn == s->self)
+			san_real_die(s->name, "resolves to the libsanswitch wrapper itself");
+		__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+	}
+}
+
+/*
+ * Everything the library needs before its first wrapper can run, in this
+ * order: the log level (the rest may log), the fd table (a wrapper that sees
+ * a real pointer set may record an fd), then the real functions.
+ */
+static void san_real_init_once(void)
+{
+	int saved = errno;
+	int err;
+
+	san_log_init();
+	err = san_fdtable_init();
+	if (err)
+		san_warn("no fd table (%s): every socket passes through untracked", strerror(-err));
+	san_real_lookup();
+	/*
+	 * A child handler rather than work in our fork() wrapper: libc forks
+	 * for itself too (daemon()), and the handler runs for those as well.
+	 */
+	pthread_atfork(NULL, NULL, san_core_atfork_child);
+	san_debug("loaded: fd table of %u slots", san_fdt.size);
+	/* dlsym() and friends may set errno; a wrapper's success must not show it. */
+	errno = saved;
+}
+
+const struct san_real *san_real_resolve(void)
+{
+	pthread_once(&san_real_once, san_real_init_once);
+	return &san_real;
+}
+
+static void __attribute__((constructor)) san_real_ctor(void)
+{
+	san_real_resolve();
+}

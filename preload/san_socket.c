@@ -1,0 +1,116 @@
+/* preload — wrappers: socket setup and control (socket, listen, accept, connect, options). */
+#include "preload/san_preload.h"
+
+SAN_EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd = SAN_REAL(socket)(domain, type, protocol);
+
+	if (fd >= 0)
+		san_track_socket(fd, domain, type, protocol);
+	return fd;
+}
+
+/* AF_UNIX only on Linux: never a candidate, only clear stale slots. */
+SAN_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+	int ret = SAN_REAL(socketpair)(domain, type, protocol, sv);
+
+	if (ret == 0) {
+		san_track_new(sv[0], "socketpair");
+		san_track_new(sv[1], "socketpair");
+	}
+	return ret;
+}
+
+SAN_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	if (unlikely(san_switched(fd)))
+		san_no_engine(fd, __func__);
+	return SAN_REAL(bind)(fd, addr, len);
+}
+
+SAN_EXPORT int listen(int fd, int backlog)
+{
+	int ret;
+
+	if (unlikely(san_switched(fd)))
+		san_no_engine(fd, __func__);
+	ret = SAN_REAL(listen)(fd, backlog);
+	if (ret == 0)
+		san_track_listen(fd);
+	return ret;
+}
+
+SAN_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len)
+{
+	int nfd;
+
+	if (unlikely(san_switched(fd)))
+		san_no_engine(fd, __func__);
+	nfd = SAN_REAL(accept)(fd, addr, len);
+	if (nfd >= 0)
+		san_track_accept(fd, nfd, 0);
+	return nfd;
+}
+
+SAN_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len, int flags)
+{
+	__typeof__(san_real.accept4) fn = SAN_REAL(accept4);
+	int nfd;
+
+	if (unlikely(!fn))
+		return san_enosys();
+	if (unlikely(san_switched(fd)))
+		san_no_engine(fd, __func__);
+	nfd = fn(fd, addr, len, flags);
+	if (nfd >= 0)
+		san_track_accept(fd, nfd, flags);
+	return nfd;
+}
+
+SAN_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
+{
+	int ret;
+
+	if (unlikely(san_switched(fd)))
+		san_no_engine(fd, __func__);
+	ret = SAN_REAL(connect)(fd, addr, len);
+	san_track_connect(fd, ret);
+	return ret;
+}
+
+SAN_EXPORT int shutdown(int fd, int how)
+{
+	if (unlikely(san_switched(fd)))
+		san_no_engine(fd, __func__);
+	return SAN_REAL(shutdown)(fd, how);
+}
+
+SAN_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
+			  socklen_t *__restrict len)
+{
+	if (unlikely(san_switched(fd)))
+		san_no_engine(fd, __func__);
+	return SAN_REAL(getsockopt)(fd, level, name, val, len);
+}
+
+SAN_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	if (unlikely(san_switched(fd)))
+		san_no_engine(fd, __func__);
+	return SAN_REAL(setsockopt)(fd, level, name, val, len);
+}
+
+SAN_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len)
+{
+	if (unlikely(san_switched(fd)))
+		san_no_engine(fd, __func__);
+	return SAN_REAL(getsockname)(fd, addr, len);
+}
+
+SAN_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len)
+{
+	if (unlikely(san_switched(fd)))
+		san_no_engine(fd, __func__);
+	return SAN_REAL(getpeername)(fd, addr, len);
+}

@@ -1,0 +1,162 @@
+/* preload — keeps the fd table in step with the socket calls the wrappers see. */
+#include "preload/san_preload.h"
+
+#include <stdlib.h>
+
+/*
+ * Every helper runs after the real call and must leave errno as the real
+ * call set it: the fd table never touches errno and san_log() restores it.
+ */
+
+void san_no_engine(int fd, const char *call)
+{
+	san_err("%s: fd %d is switched but this build has no engine", call, fd);
+	abort();
+}
+
+/*
+ * A new fd number we did not record (pipe-like, UNIX, UDP, epoll, or made by
+ * the library itself): drop whatever a close we never saw (raw syscall,
+ * fclose() of an fdopen()ed socket) may have left in its slot.
+ */
+void san_track_new(int fd, const char *call)
+{
+	enum san_fd_state old = san_fd_clear(fd);
+
+	if (unlikely(old != SAN_FD_UNTRACKED))
+		san_debug("fd %d: stale %s entry dropped by %s", fd, san_fd_state_name(old), call);
+}
+
+void san_track_socket(int fd, int domain, int type, int protocol)
+{
+	uint32_t flags;
+
+	if (san_fd_guarded() || !san_fd_tcp_candidate(domain, type, protocol)) {
+		san_track_new(fd, "socket");
+		return;
+	}
+	flags = (type & SOCK_NONBLOCK ? SAN_FDF_NONBLOCK : 0) |
+		(domain == AF_INET6 ? SAN_FDF_INET6 : 0);
+	if (san_fd_track(fd, SAN_FD_TCP, flags)) {
+		san_debug("fd %d: tcp socket beyond the fd table, untracked", fd);
+		return;
+	}
+	san_debug("fd %d: tracked tcp socket (%s%s)", fd, domain == AF_INET6 ? "inet6" : "inet",
+		  type & SOCK_NONBLOCK ? ", nonblocking" : "");
+}
+
+void san_track_listen(int fd)
+{
+	if (san_fd_set_state(fd, SAN_FD_LISTENER) >= 0)
+		san_debug("fd %d: listener", fd);
+}
+
+/*
+ * A connect() that returns 0, or that goes on in the background (nonblocking,
+ * or a blocking one interrupted by a signal), makes the socket the active
+ * side. Any other failure leaves it as it was: it may be retried.
+ */
+void san_track_connect(int fd, int ret)
+{
+	if (ret != 0 && errno != EINPROGRESS && errno != EINTR)
+		return;
+	if (san_fd_set_state(fd, SAN_FD_ACTIVE) >= 0)
+		san_debug("fd %d: active (connect %s)", fd, ret == 0 ? "done" : "in progress");
+}
+
+/* Only a tracked listener's connections are recorded; O_NONBLOCK is not inherited on Linux. */
+void san_track_accept(int lfd, int fd, int flags)
+{
+	struct san_fd *l = san_fd_get(lfd);
+	uint32_t fl;
+
+	if (!l || san_fd_state(l) != SAN_FD_LISTENER || san_fd_guarded()) {
+		san_track_new(fd, "accept");
+		return;
+	}
+	fl = (flags & SOCK_NONBLOCK ? SAN_FDF_NONBLOCK : 0) | (san_fd_flags(l) & SAN_FDF_INET6);
+	if (san_fd_track(fd, SAN_FD_PASSIVE, fl)) {
+		san_debug("fd %d: accepted beyond the fd table, untracked", fd);
+		return;
+	}
+	san_debug("fd %d: passive (accepted on listener %d)", fd, lfd);
+}
+
+/*
+ * The entry goes before the real close(), never after. The number cannot be
+ * handed out again until close() returns, so:
+ *  - after would race: once the kernel frees the number, another thread's
+ *    socket() may get it and record its entry, which we would then wipe;
+ *  - before, the only window is another thread still using the old fd while
+ *    it closes (already undefined for the program): it sees an untracked fd
+ *    and passes through to the kernel socket, which is the safe fallback.
+ * A failed close() loses nothing: Linux releases the number even on EINTR,
+ * and on EBADF there was nothing to forget.
+ */
+void san_track_close(int fd)
+{
+	enum san_fd_state old = san_fd_clear(fd);
+
+	if (unlikely(old != SAN_FD_UNTRACKED))
+		san_debug("fd %d: untracked (close of %s)", fd, san_fd_state_name(old));
+}
+
+void san_track_close_range(unsigned int first, unsigned int last)
+{
+	san_fd_clear_range(first, last);
+	san_debug("fds %u..%u: untracked (close_range)", first, last);
+}
+
+/* dup(), F_DUPFD: the new number is a fresh fd (nothing to clear first). */
+void san_track_dup(int oldfd, int newfd)
+{
+	int state = san_fd_copy(oldfd, newfd);
+
+	if (state > SAN_FD_UNTRACKED)
+		san_debug("fd %d: %s, dup of fd %d", newfd,
+			  san_fd_state_name((enum san_fd_state)state), oldfd);
+}
+
+/*
+ * dup2()/dup3() close @newfd as part of the call, so its entry goes first,
+ * for the same reason as in close(). The old entry is handed back so that a
+ * failed call (which leaves @newfd open and unchanged) can restore it.
+ * dup2(fd, fd) changes nothing and must not clear anything.
+ */
+struct san_fd san_track_dup_onto_begin(int oldfd, int newfd)
+{
+	struct san_fd saved = { 0, 0 };
+	struct san_fd *f;
+
+	if (oldfd == newfd || !(f = san_fd_get(newfd)))
+		return saved;
+	saved.flags = san_fd_flags(f);
+	saved.state = san_fd_clear(newfd);
+	return saved;
+}
+
+void san_track_dup_onto_end(int oldfd, int newfd, int ret, struct san_fd saved)
+{
+	if (oldfd == newfd)
+		return;
+	if (ret < 0) {
+		if (saved.state != SAN_FD_UNTRACKED && !san_fd_get(newfd))
+			san_fd_track(newfd, (enum san_fd_state)saved.state, saved.flags);
+		return;
+	}
+	if (saved.state != SAN_FD_UNTRACKED)
+		san_debug("fd %d: %s entry replaced by dup2 of fd %d", newfd,
+			  san_fd_state_name((enum san_fd_state)saved.state), oldfd);
+	san_track_dup(oldfd, newfd);
+}
+
+/*
+ * O_NONBLOCK belongs to the open file description, which dup()ed fds share;
+ * the table records it on the fd it was set through. Good enough while it is
+ * informational; the engine will need it per connection.
+ */
+void san_track_nonblock(int fd, bool on)
+{
+	if (san_fd_set_flags(fd, on ? SAN_FDF_NONBLOCK : 0, on ? 0 : SAN_FDF_NONBLOCK) == 0)
+		san_debug("fd %d: %s", fd, on ? "nonblocking" : "blocking");
+}
