@@ -1,0 +1,373 @@
+# tests/e2e/lib.sh — shared helpers of the end-to-end tests (sourced by tests/e2e/t_*.sh and scripts/).
+# shellcheck shell=bash
+#
+# A test sources this file, then drives real programs with or without the preload and checks the
+# bytes. Everything a test starts in the background goes through spawn/start_server/start_listener,
+# and the EXIT trap kills and reaps whatever is still running, then removes the test's temp dir.
+# Waits are always bounded. Exit status: 0 pass, 1 fail, 77 skipped (something genuinely missing).
+# Environment: SANSWITCH_BUILD (build dir, default ROOT/build), PYTHON (default python3), E2E_KEEP=1
+# (keep the temp dir for inspection).
+
+set -u
+
+E2E_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd -- "$E2E_DIR/../.." && pwd)
+BUILD=${SANSWITCH_BUILD:-$ROOT/build}
+SO=$BUILD/libsanswitch.so
+SANVERIFY=$BUILD/sanverify
+PY=${PYTHON:-python3}
+TEST_NAME=$(basename -- "$0" .sh)
+
+# Every test gets a private temp dir, removed by the EXIT trap.
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sanswitch-$TEST_NAME.XXXXXX") || {
+	echo "FAIL: $TEST_NAME: mktemp -d failed" >&2
+	exit 1
+}
+
+_PIDS=()        # background processes started by this script
+SPAWN_PID=      # pid of the last spawn
+SERVER_PID=     # set by start_server / start_listener
+SERVER_PORT=
+
+# ---------------------------------------------------------------- messages and verdicts
+
+log() { printf '[%s] %s\n' "$TEST_NAME" "$*"; }
+
+# show FILE... — print files (server logs etc.) into the test's log, for diagnosis.
+show() {
+	local f
+	for f in "$@"; do
+		[ -e "$f" ] || continue
+		printf -- '----- %s -----\n' "${f#"$TMP"/}"
+		cat -- "$f"
+	done
+}
+
+# fail MESSAGE... — the test failed: say why, and exit 1 (the EXIT trap cleans up).
+fail() {
+	printf 'FAIL: %s: %s\n' "$TEST_NAME" "$*" >&2
+	exit 1
+}
+
+# skip REASON... — only for something genuinely unavailable on this machine.
+skip() {
+	printf 'SKIP: %s\n' "$*"
+	exit 77
+}
+
+need_cmd() {
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || skip "command '$c' not installed"
+	done
+}
+
+# need_build — the library and the verifier must exist: missing build output is a failure.
+need_build() {
+	[ -f "$SO" ] || fail "missing $SO (run make)"
+	[ -x "$SANVERIFY" ] || fail "missing $SANVERIFY (run make)"
+}
+
+# ---------------------------------------------------------------- running programs
+
+# tmo SECONDS CMD... — run CMD with a time limit (status 124 on timeout). --foreground keeps CMD in
+# our process group, so the runner's per-test limit and leftover check still see it.
+tmo() {
+	local secs=$1
+	shift
+	timeout --foreground -k 5 "$secs" "$@"
+}
+
+# preload CMD... — run CMD with the switch preloaded.
+preload() { env LD_PRELOAD="$SO" "$@"; }
+
+# _menv MODE — set MENV to the env(1) prefix for MODE: "pre" (preloaded) or "none" (plain).
+MENV=()
+_menv() {
+	case $1 in
+	pre) MENV=(env "LD_PRELOAD=$SO") ;;
+	none) MENV=(env -u LD_PRELOAD) ;;
+	*) fail "bad mode '$1' (want pre or none)" ;;
+	esac
+}
+
+# as MODE CMD... — run the external command CMD as MODE.
+as() {
+	_menv "$1"
+	shift
+	"${MENV[@]}" "$@"
+}
+
+# as_t MODE SECONDS CMD... — the same, with a time limit (the timeout tool is never preloaded).
+as_t() {
+	_menv "$1"
+	local secs=$2
+	shift 2
+	tmo "$secs" "${MENV[@]}" "$@"
+}
+
+# spawn NAME MODE CMD... — start CMD in the background (stdout/stderr to $TMP/NAME.out/.err), as
+# MODE. `env` execs CMD, so SPAWN_PID is CMD's own pid.
+spawn() {
+	local name=$1
+	_menv "$2"
+	shift 2
+	"${MENV[@]}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" </dev/null &
+	SPAWN_PID=$!
+	_PIDS+=("$SPAWN_PID")
+}
+
+# alive PID — PID is a child of this shell and has not exited. Checking the parent means a pid that
+# was reaped and then reused by some other process is never mistaken for ours (nor killed).
+alive() {
+	local st state ppid
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	st=${st##*) } # after "pid (comm) ": "state ppid ..."; comm may contain spaces
+	read -r state ppid _ <<<"$st"
+	[ "$ppid" = "$BASHPID" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
+# running PID — PID exists and is not a zombie (whoever its parent is).
+running() {
+	local st
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	st=${st##*) }
+	[ "${st%% *}" != Z ] && [ "${st%% *}" != X ]
+}
+
+# wait_pid PID SECONDS — wait at most SECONDS for a background child; return its exit status,
+# or 124 after killing it if it did not finish in time.
+wait_pid() {
+	local pid=$1 secs=$2 end rc=0
+	end=$(($(date +%s) + secs))
+	while alive "$pid"; do
+		if [ "$(date +%s)" -ge "$end" ]; then
+			kill -KILL "$pid" 2>/dev/null
+			wait "$pid" 2>/dev/null
+			return 124
+		fi
+		sleep 0.05
+	done
+	wait "$pid" || rc=$?
+	return "$rc"
+}
+
+# stop PID — terminate a background child (TERM, then KILL after 3 s) and reap it. Does nothing
+# to a pid that is no longer our running child.
+stop() {
+	local pid=$1 i
+	if alive "$pid"; then
+		kill -TERM "$pid" 2>/dev/null
+		for ((i = 0; i < 60; i++)); do
+			alive "$pid" || break
+			sleep 0.05
+		done
+		alive "$pid" && kill -KILL "$pid" 2>/dev/null
+	fi
+	wait "$pid" 2>/dev/null
+	return 0
+}
+
+# ---------------------------------------------------------------- ports and servers
+
+# free_port [4|6] — an ephemeral port that was free a moment ago (bound, then released). Callers
+# retry on a bind failure: start_listener does.
+free_port() {
+	local fam=${1:-4}
+	env -u LD_PRELOAD "$PY" - "$fam" <<'EOF'
+import socket, sys
+v6 = sys.argv[1] == "6"
+s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_STREAM)
+s.bind(("::1" if v6 else "127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()
+EOF
+}
+
+# listening PORT — some TCP socket listens on PORT (either family).
+listening() {
+	[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+}
+
+# wait_listen PORT PID SECONDS — wait until PORT is listened on while PID stays alive.
+wait_listen() {
+	local port=$1 pid=$2 secs=$3 end
+	end=$(($(date +%s) + secs))
+	until listening "$port"; do
+		alive "$pid" || return 1
+		[ "$(date +%s)" -lt "$end" ] || return 1
+		sleep 0.05
+	done
+	alive "$pid"
+}
+
+# start_listener NAME MODE FAMILY CMD... — start a server that takes its port on the command line:
+# every literal {PORT} in CMD is replaced by a free port; retried with another port if the server
+# dies (bind race). Sets SERVER_PORT and SERVER_PID.
+start_listener() {
+	local name=$1 mode=$2 fam=$3 try port a
+	shift 3
+	local -a cmd
+	for try in 1 2 3 4 5; do
+		port=$(free_port "$fam") || fail "free_port failed"
+		cmd=()
+		for a in "$@"; do cmd+=("${a//\{PORT\}/$port}"); done
+		spawn "$name" "$mode" "${cmd[@]}"
+		if wait_listen "$port" "$SPAWN_PID" 15; then
+			SERVER_PORT=$port
+			SERVER_PID=$SPAWN_PID
+			[ "$mode" = pre ] && assert_preloaded "$SERVER_PID"
+			return 0
+		fi
+		stop "$SPAWN_PID"
+		log "start_listener $name: try $try on port $port failed"
+	done
+	show "$TMP/$name.out" "$TMP/$name.err"
+	fail "could not start $name: ${*}"
+}
+
+# start_pf NAME MODE CMD... — start a server that writes its port to a file once listening: every
+# literal {PORTFILE} in CMD is replaced by the file's path. Waits (bounded) for the port; sets
+# SERVER_PORT and SERVER_PID.
+start_pf() {
+	local name=$1 mode=$2 pf end a
+	shift 2
+	pf=$TMP/$name.port
+	rm -f "$pf"
+	local -a cmd=()
+	for a in "$@"; do cmd+=("${a//\{PORTFILE\}/$pf}"); done
+	spawn "$name" "$mode" "${cmd[@]}"
+	end=$(($(date +%s) + 15))
+	until [ -s "$pf" ]; do
+		if ! alive "$SPAWN_PID" || [ "$(date +%s)" -ge "$end" ]; then
+			stop "$SPAWN_PID"
+			show "$TMP/$name.out" "$TMP/$name.err"
+			fail "server $name did not write its port file: ${cmd[*]}"
+		fi
+		sleep 0.02
+	done
+	SERVER_PORT=$(head -n1 "$pf")
+	SERVER_PID=$SPAWN_PID
+	case $SERVER_PORT in
+	'' | *[!0-9]*) fail "$name: bad port file content: '$SERVER_PORT'" ;;
+	esac
+	[ "$mode" = pre ] && assert_preloaded "$SERVER_PID"
+	return 0
+}
+
+# start_server NAME MODE ARGS... — start `sanverify server --port-file F ARGS...` (see start_pf).
+start_server() {
+	local name=$1 mode=$2
+	shift 2
+	start_pf "$name" "$mode" "$SANVERIFY" server --port-file '{PORTFILE}' "$@"
+}
+
+# assert_preloaded PID — the running process has the library mapped (LD_PRELOAD really took).
+assert_preloaded() {
+	grep -q 'libsanswitch\.so' "/proc/$1/maps" 2>/dev/null ||
+		fail "process $1 ($(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)) does not map libsanswitch.so"
+}
+
+# no_preload_errors FILE... — the dynamic loader did not refuse the library.
+no_preload_errors() {
+	local f
+	for f in "$@"; do
+		if grep -q 'cannot be preloaded' "$f" 2>/dev/null; then
+			show "$f"
+			fail "ld.so refused LD_PRELOAD (see $f)"
+		fi
+	done
+}
+
+sha() { sha256sum <"$1" | cut -d' ' -f1; }
+
+# ---------------------------------------------------------------- the verifier
+
+# vpair NAME SMODE CMODE CONNS SERVER_ARGS -- CLIENT_ARGS — one sanverify server/client run:
+# server as SMODE, client as CMODE (pre|none), CONNS connections. Both must report "ok" with the
+# right counts. Sets VCRC (client crc32) and VBYTES (client byte total).
+VCRC=
+VBYTES=
+vpair() {
+	local name=$1 smode=$2 cmode=$3 conns=$4 rc=0 srv_rc=0 line
+	shift 4
+	local -a sargs=() cargs=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		sargs+=("$1")
+		shift
+	done
+	[ $# -gt 0 ] && shift
+	cargs=("$@")
+	start_server "$name.srv" "$smode" --conns-total "$conns" -t 60 "${sargs[@]}"
+	as_t "$cmode" 90 "$SANVERIFY" client -p "$SERVER_PORT" -c "$conns" -t 60 "${cargs[@]}" \
+		>"$TMP/$name.cli.out" 2>"$TMP/$name.cli.err" || rc=$?
+	wait_pid "$SERVER_PID" 30 || srv_rc=$?
+	no_preload_errors "$TMP/$name.cli.err" "$TMP/$name.srv.err"
+	if [ "$rc" -ne 0 ] || [ "$srv_rc" -ne 0 ]; then
+		show "$TMP/$name.cli.out" "$TMP/$name.cli.err" "$TMP/$name.srv.out" "$TMP/$name.srv.err"
+		fail "$name: client exit $rc, server exit $srv_rc (server=$smode client=$cmode," \
+			"server args: ${sargs[*]}; client args: ${cargs[*]})"
+	fi
+	line=$(grep '^sanverify: client ok ' "$TMP/$name.cli.out") ||
+		{ show "$TMP/$name.cli.out"; fail "$name: no 'client ok' line"; }
+	grep -q "^sanverify: server ok conns=$conns " "$TMP/$name.srv.out" ||
+		{ show "$TMP/$name.srv.out"; fail "$name: no 'server ok conns=$conns' line"; }
+	[[ $line =~ conns=([0-9]+)\ bytes=([0-9]+)\ crc32=([0-9A-Fa-f]{8}) ]] ||
+		fail "$name: cannot parse '$line'"
+	[ "${BASH_REMATCH[1]}" -eq "$conns" ] || fail "$name: client verified ${BASH_REMATCH[1]} of $conns conns"
+	VBYTES=${BASH_REMATCH[2]}
+	VCRC=${BASH_REMATCH[3]}
+	log "$name: server=$smode client=$cmode ok bytes=$VBYTES crc32=$VCRC"
+}
+
+# ---------------------------------------------------------------- cleanup
+
+# Kill every process this script started that is still running (its whole descendant tree, found
+# in the live process table, so a reaped pid reused by someone else is never hit), reap, and remove
+# the temp dir. Runs on every exit path.
+_descendants() {
+	# Runs in a command substitution: leave out that subshell's own subtree (ps, awk).
+	ps -e -o pid= -o ppid= 2>/dev/null | awk -v root="$1" -v skip="$BASHPID" '
+		$1 != skip { kids[$2] = kids[$2] " " $1 }
+		END {
+			n = split(kids[root], q, " ")
+			for (i = 1; i <= n; i++) {
+				print q[i]
+				m = split(kids[q[i]], more, " ")
+				for (j = 1; j <= m; j++) q[++n] = more[j]
+			}
+		}'
+}
+
+_cleanup() {
+	local rc=$? pid i left me=$BASHPID
+	local -a victims=()
+	trap - EXIT INT TERM
+	# shellcheck disable=SC2207 # pids are plain numbers
+	victims=($(_descendants "$me"))
+	if [ ${#victims[@]} -gt 0 ]; then
+		kill -TERM "${victims[@]}" 2>/dev/null
+		for ((i = 0; i < 60; i++)); do
+			left=0
+			for pid in "${victims[@]}"; do
+				running "$pid" && left=1 && break
+			done
+			[ "$left" -eq 0 ] && break
+			sleep 0.05
+		done
+		[ "$left" -eq 1 ] && kill -KILL "${victims[@]}" 2>/dev/null
+	fi
+	for pid in "${_PIDS[@]}"; do
+		alive "$pid" && kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	if [ -n "${E2E_KEEP:-}" ]; then
+		echo "[$TEST_NAME] E2E_KEEP: files kept in $TMP" >&2
+	else
+		rm -rf -- "$TMP"
+	fi
+	exit "$rc"
+}
+trap _cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT

@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+# tests/e2e/sockx.py — socket exchanges the switch must leave untouched (UDP, UNIX), plus TCP.
+#
+#   sockx.py KIND...     KIND: udp4 udp6 unix-stream unix-abstract unix-dgram unix-seqpacket
+#                              socketpair-stream socketpair-dgram tcp4 tcp6
+#
+# Each exchange runs both ends in this process (a thread echoes), moves seeded pseudo-random bytes
+# through every send/recv flavour Python offers and checks every byte that comes back. Prints
+# "sockx: KIND ok fds=A,B bytes=N sha256=…" per kind; exits 1 on any mismatch, 2 on an error.
+import hashlib
+import os
+import random
+import socket
+import sys
+import tempfile
+import threading
+import zlib
+
+TIMEOUT = 20.0
+
+
+def payloads(seed, count, maxlen):
+    rnd = random.Random(seed)
+    for _ in range(count):
+        n = rnd.randint(1, maxlen)
+        yield rnd.randbytes(n)
+
+
+def recv_exact(s, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(min(n - len(buf), 1 << 20))
+        if not chunk:
+            raise RuntimeError("EOF after %d of %d bytes" % (len(buf), n))
+        buf += chunk
+    return bytes(buf)
+
+
+def echo_dgram(srv, stop):
+    """Echo every datagram back to its sender, alternating recvfrom/recvmsg and sendto/sendmsg."""
+    i = 0
+    while not stop.is_set():
+        try:
+            if i % 2:
+                data, _, _, peer = srv.recvmsg(1 << 16)
+            else:
+                data, peer = srv.recvfrom(1 << 16)
+        except socket.timeout:
+            continue
+        if data == b"STOP":
+            return
+        if i % 2:
+            srv.sendmsg([data[: len(data) // 2], data[len(data) // 2:]], [], 0, peer)
+        else:
+            srv.sendto(data, peer)
+        i += 1
+
+
+def dgram_exchange(kind, srv, cli, srv_addr, count, maxlen, connected):
+    stop = threading.Event()
+    srv.settimeout(0.5)
+    cli.settimeout(TIMEOUT)
+    t = threading.Thread(target=echo_dgram, args=(srv, stop))
+    t.start()
+    h = hashlib.sha256()
+    total = 0
+    try:
+        if connected:
+            cli.connect(srv_addr)
+        for i, p in enumerate(payloads(zlib.crc32(kind.encode()), count, maxlen)):
+            if connected:
+                cli.send(p) if i % 2 else cli.sendmsg([p])
+            else:
+                cli.sendto(p, srv_addr)
+            back = cli.recv(1 << 16) if i % 2 else cli.recvmsg(1 << 16)[0]
+            if back != p:
+                print("sockx: %s: datagram %d differs (%d vs %d bytes)" % (kind, i, len(back), len(p)))
+                sys.exit(1)
+            h.update(p)
+            total += len(p)
+        if connected:
+            cli.send(b"STOP")
+        else:
+            cli.sendto(b"STOP", srv_addr)
+    finally:
+        stop.set()
+        t.join()
+    return total, h.hexdigest()
+
+
+def echo_stream(conn):
+    while True:
+        data = conn.recv(1 << 16)
+        if not data:
+            break
+        conn.sendall(data)
+    conn.shutdown(socket.SHUT_WR)
+
+
+def stream_exchange(kind, a, b, nbytes):
+    """a sends nbytes (sendall/send/sendmsg mixed), b echoes, a checks the echo and the EOF."""
+    a.settimeout(TIMEOUT)
+    b.settimeout(TIMEOUT)
+    t = threading.Thread(target=echo_stream, args=(b,))
+    t.start()
+    data = random.Random(nbytes).randbytes(nbytes)
+    got = bytearray()
+    sender_err = []
+
+    def send_all():
+        try:
+            off, i = 0, 0
+            rnd = random.Random(7)
+            while off < len(data):
+                n = rnd.randint(1, 256 * 1024)
+                chunk = data[off: off + n]
+                if i % 3 == 0:
+                    a.sendall(chunk)
+                    sent = len(chunk)
+                elif i % 3 == 1:
+                    sent = a.send(chunk)
+                else:
+                    sent = a.sendmsg([chunk[:1], chunk[1:]])
+                off += sent
+                i += 1
+            a.shutdown(socket.SHUT_WR)
+        except Exception as e:  # reported by the main thread
+            sender_err.append(e)
+
+    st = threading.Thread(target=send_all)
+    st.start()
+    while True:
+        chunk = a.recv(1 << 16)
+        if not chunk:
+            break
+        got += chunk
+    st.join()
+    t.join()
+    if sender_err:
+        raise sender_err[0]
+    if bytes(got) != data:
+        print("sockx: %s: echoed stream differs (%d vs %d bytes)" % (kind, len(got), len(data)))
+        sys.exit(1)
+    return len(data), hashlib.sha256(data).hexdigest()
+
+
+def listen_pair(family, kind, addr):
+    """A connected (client, server-side) pair through a listener at addr; the listener is closed."""
+    lst = socket.socket(family, kind)
+    lst.bind(addr)
+    lst.listen(1)
+    cli = socket.socket(family, kind)
+    cli.connect(lst.getsockname() if family != socket.AF_UNIX or addr else addr)
+    srv, _ = lst.accept()
+    fds = [lst.fileno(), cli.fileno(), srv.fileno()]
+    lst.close()
+    return cli, srv, fds
+
+
+def run(kind, tmp):
+    total, digest, fds, socks = run_kind(kind, tmp)
+    for s in socks:
+        s.close()
+    print("sockx: %s ok fds=%s bytes=%d sha256=%s" % (kind, ",".join(map(str, fds)), total, digest))
+    sys.stdout.flush()
+
+
+def run_kind(kind, tmp):
+    """Returns (bytes, digest, fds used, sockets to close)."""
+    if kind in ("udp4", "udp6"):
+        fam, host = (socket.AF_INET, "127.0.0.1") if kind == "udp4" else (socket.AF_INET6, "::1")
+        srv = socket.socket(fam, socket.SOCK_DGRAM)
+        srv.bind((host, 0))
+        cli = socket.socket(fam, socket.SOCK_DGRAM)
+        fds = [srv.fileno(), cli.fileno()]
+        r1 = dgram_exchange(kind, srv, cli, srv.getsockname(), 300, 8000, False)
+        cli2 = socket.socket(fam, socket.SOCK_DGRAM)
+        fds.append(cli2.fileno())
+        r2 = dgram_exchange(kind + "-connected", srv, cli2, srv.getsockname(), 300, 60000, True)
+        total, digest = r1[0] + r2[0], r1[1][:32] + r2[1][:32]
+    elif kind == "unix-dgram":
+        sp, cp = os.path.join(tmp, "d.srv"), os.path.join(tmp, "d.cli")
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        srv.bind(sp)
+        cli = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        cli.bind(cp)
+        fds = [srv.fileno(), cli.fileno()]
+        total, digest = dgram_exchange(kind, srv, cli, sp, 300, 60000, False)
+    elif kind == "socketpair-dgram":
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        fds = [a.fileno(), b.fileno()]
+        a.settimeout(TIMEOUT)
+        h, total = hashlib.sha256(), 0
+        for p in payloads(5, 300, 60000):
+            a.send(p)
+            if b.recv(1 << 16) != p:
+                print("sockx: %s: datagram differs" % kind)
+                sys.exit(1)
+            h.update(p)
+            total += len(p)
+        digest = h.hexdigest()
+    elif kind == "socketpair-stream":
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        fds = [a.fileno(), b.fileno()]
+        total, digest = stream_exchange(kind, a, b, 8 << 20)
+    elif kind in ("unix-stream", "unix-seqpacket", "unix-abstract"):
+        st = socket.SOCK_SEQPACKET if kind == "unix-seqpacket" else socket.SOCK_STREAM
+        if kind == "unix-abstract":
+            addr = "\0sanswitch-e2e-%d" % os.getpid()
+        else:
+            addr = os.path.join(tmp, kind)
+        cli, srv, fds = listen_pair(socket.AF_UNIX, st, addr)
+        if st == socket.SOCK_SEQPACKET:
+            cli.settimeout(TIMEOUT)
+            srv.settimeout(TIMEOUT)
+            h, total = hashlib.sha256(), 0
+            for p in payloads(9, 200, 30000):
+                cli.sendall(p)
+                if srv.recv(1 << 16) != p:
+                    print("sockx: %s: record differs" % kind)
+                    sys.exit(1)
+                h.update(p)
+                total += len(p)
+            digest = h.hexdigest()
+        else:
+            total, digest = stream_exchange(kind, cli, srv, 8 << 20)
+    elif kind in ("tcp4", "tcp6"):
+        fam, host = (socket.AF_INET, "127.0.0.1") if kind == "tcp4" else (socket.AF_INET6, "::1")
+        cli, srv, fds = listen_pair(fam, socket.SOCK_STREAM, (host, 0))
+        total, digest = stream_exchange(kind, cli, srv, 8 << 20)
+    else:
+        print("sockx: unknown kind %r" % kind, file=sys.stderr)
+        sys.exit(2)
+    return total, digest, fds, [s for s in list(locals().values()) if isinstance(s, socket.socket)]
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__ or "usage: sockx.py KIND...", file=sys.stderr)
+        sys.exit(2)
+    with tempfile.TemporaryDirectory(prefix="sockx.") as tmp:
+        for kind in sys.argv[1:]:
+            run(kind, tmp)
+
+
+if __name__ == "__main__":
+    main()
