@@ -199,12 +199,17 @@ static uint32_t san_body_len(const struct san_msg *m)
 int san_msg_size(const struct san_msg *m)
 {
 	const struct san_type_desc *d = san_type_get(m->type);
+	size_t size;
 
 	if (!d || !d->chans)
 		return -EINVAL;
 	if (m->type == SAN_T_DATA && m->u.data.payload_len > SAN_MSG_MAX)
 		return -EINVAL;
-	return SAN_HDR_LEN + san_body_len(m);
+	/* The same limit decode enforces (protocol.md §7 rule 6): the whole message, header too. */
+	size = SAN_HDR_LEN + san_body_len(m);
+	if (size > SAN_MSG_MAX)
+		return -EINVAL;
+	return (int)size;
 }
 
 void *san_msg_payload(void *buf, const struct san_msg *m)

@@ -269,6 +269,14 @@ START_TEST(test_encode_refuses)
 	m = msgs[1].m;
 	m.u.propose.params_len = SAN_PARAMS_MAX + 1;
 	ck_assert_int_eq(san_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
+
+	/* Encode and decode share one size limit: header included, at most SAN_MSG_MAX. */
+	m = (struct san_msg){ .type = SAN_T_DATA,
+			      .u.data = { .payload_len = SAN_MSG_MAX - SAN_HDR_LEN } };
+	ck_assert_int_eq(san_msg_size(&m), SAN_MSG_MAX);
+	m.u.data.payload_len++;
+	ck_assert_int_eq(san_msg_size(&m), -EINVAL);
+	ck_assert_int_eq(san_msg_encode(&m, buf, sizeof(buf)), -EINVAL);
 }
 END_TEST
 
