@@ -21,7 +21,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
             -Wno-unused-parameter
 CFLAGS   ?= -O2 -g
 ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -D_GNU_SOURCE -I. -MMD -MP
-LDLIBS_SO := -ldl -lpthread
+LDLIBS_SO := -lev -ldl -lpthread
 
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
@@ -60,7 +60,7 @@ $(B)/%: tests/tools/%.c
 
 $(UNIT_OBJ): ALL_CFLAGS += $(CHECK_CFLAGS)
 $(UNIT): $(UNIT_OBJ) $(UNIT_LIB_OBJ)
-	$(CC) -o $@ $^ $(CHECK_LIBS) -ldl -lpthread
+	$(CC) -o $@ $^ $(CHECK_LIBS) -lev -ldl -lpthread
 
 deps:
 	@./scripts/install-deps

@@ -17,7 +17,8 @@
 	X(credit)          \
 	X(bulk)            \
 	X(upgrade)         \
-	X(fdtable)
+	X(fdtable)          \
+	X(engine)
 
 #define SAN_UNIT_DECLARE(name) Suite *make_##name##_suite(void);
 SAN_UNIT_SUITES(SAN_UNIT_DECLARE)
