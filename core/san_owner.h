@@ -1,0 +1,211 @@
+/* core — same-host ownership proof: does a given process hold the far end of our TCP socket? */
+#ifndef SAN_OWNER_H
+#define SAN_OWNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "proto/san_msg.h"
+
+/*
+ * What this proves, and against whom
+ * ==================================
+ *
+ * Before a side writes the first in-band byte of the upgrade (its MARK) it
+ * must know that its side-channel peer is the process at the other end of the
+ * TCP connection (docs/protocol.md §9.3): a program that does not run the
+ * switch would read the MARK as data, and an impostor that passes the check
+ * would be sent the application's bytes over the SAN. On one host (shm) the
+ * proof is:
+ *
+ *   1. The side-channel peer's credentials come from the kernel: SO_PEERCRED
+ *      (pid/uid at connect()/listen() time) or SCM_CREDENTIALS on each
+ *      message (pid/uid at send time). An unprivileged process cannot forge
+ *      either (the kernel only lets it claim its own pid and uids; only
+ *      CAP_SYS_ADMIN/CAP_SETUID could lie, and such a process can read any
+ *      memory anyway). The engine requires the peer's uid to be ours
+ *      (san_owner_check_cred()).
+ *   2. The TCP peer endpoint, i.e. the socket whose local and peer addresses
+ *      are ours reversed, is looked up in this network namespace (sock_diag,
+ *      or /proc/net/tcp{,6}) and its socket inode I is read.
+ *   3. /proc/<pid>/fd of the peer's pid holds "socket:[I]".
+ *
+ * Attacks, and which check defeats them:
+ *
+ *  - An attacker binds the abstract side-channel name of a listener before
+ *    the real one (it can: any process of the network namespace can bind any
+ *    abstract name). The connector A reaches the attacker, who answers ACCEPT.
+ *    A proves B before committing: the attacker's pid does not hold the
+ *    accepted socket of A's connection, so step 3 fails (-EPERM) and A vetoes
+ *    (CREDENTIALS). If the attacker has another uid, step 1 already fails.
+ *  - An attacker connects to a listener's side channel and sends a forged
+ *    PROPOSE naming someone else's connection (a 4-tuple it read from
+ *    /proc/net/tcp, which any user can read). B proves A: the attacker's pid
+ *    does not hold the connecting socket of that connection: REJECT. Without
+ *    this check B would pause, ACCEPT and start sending the application's
+ *    bytes on a SAN channel to the attacker (B's own MARK check only protects
+ *    what B *reads*).
+ *  - Naming a connection the attacker does hold is not an attack: it owns it.
+ *  - Same uid: a process of the same uid can already ptrace the victim and
+ *    read its memory (unless the victim is non-dumpable, in which case step 3
+ *    cannot be made either and the connection stays on TCP). Against the same
+ *    uid the proof is about correctness: an unrelated process of ours that
+ *    happens to own the name (two SO_REUSEPORT servers, a stale instance) is
+ *    never mistaken for the peer.
+ *  - Pid reuse. The pid from SO_PEERCRED or SCM_CREDENTIALS is a number: the
+ *    process may exit and the number be given to another process before step
+ *    3 reads /proc/<pid>. For that new process to pass, it must itself hold
+ *    the TCP peer socket, i.e. be a process that inherited or was passed the
+ *    real peer's socket, so it owns the connection as much as the original
+ *    one did; an attacker cannot steer a recycled pid onto a process holding
+ *    a socket it does not have. Where a pidfd is available (SCM_PIDFD on
+ *    Linux >= 6.5, see san_sidechan_pass_pidfd()), san_owner_prove() closes
+ *    even that window: the pid is read from the pidfd, and after the scan the
+ *    pidfd must still refer to a running process, so the /proc entry scanned
+ *    was that process's.
+ *  - A process that inherited the socket through fork(), or received it
+ *    through SCM_RIGHTS, holds it and passes. That is acceptable: it can
+ *    read and write the connection anyway, so it owns it.
+ *
+ * Which pid to prove: for B proving A, the pid of the PROPOSE's sender. For
+ * A proving B, the pid of the ACCEPT's sender (SCM_CREDENTIALS), not
+ * SO_PEERCRED: the side-channel listener may have been created by a parent
+ * (prefork servers) that does not hold the accepted connection.
+ *
+ * System calls. Every call these functions make that preload/ interposes
+ * (getsockname, getpeername, socket, sendto, recvfrom, read, close, ppoll)
+ * is made with syscall(2); the rest (openat, fstat, readlinkat, getdents64)
+ * are libc functions preload/ leaves alone. So nothing here reaches a
+ * wrapper: callers need no reentrancy guard (san_fd_guard_enter) and may
+ * call from any thread, and errno is saved and restored, never changed.
+ * No function allocates memory. Results are 0 or -errno.
+ *
+ * Network namespace: lookups use the namespace of the *calling thread*
+ * (/proc/thread-self/net, and a sock_diag socket it creates). Call from a
+ * thread in the namespace of the TCP socket (nobody calls setns()): the proof
+ * checks it and fails with -EXDEV otherwise.
+ */
+
+/* The two ends of a TCP connection as one side sees them; addresses as in PROPOSE (§5.2). */
+struct san_tuple {
+	struct san_addr local; /* 16-byte IPv6 or IPv4-mapped (::ffff:a.b.c.d); port host order */
+	struct san_addr peer;
+	uint32_t scope_id; /* IPv6 link-local interface index, else 0 (sock_diag only) */
+};
+
+/* True if the 16-byte address is IPv4-mapped (an IPv4 endpoint). */
+bool san_addr_is_v4(const struct san_addr *a);
+
+/* The same connection seen from the other end. */
+void san_tuple_reverse(const struct san_tuple *t, struct san_tuple *r);
+
+/*
+ * Local and peer address of a connected TCP socket, IPv4 and IPv4-mapped IPv6
+ * both as ::ffff:a.b.c.d, so either end's view compares equal reversed.
+ * -ENOTSOCK, -EAFNOSUPPORT (not AF_INET/AF_INET6), -ENOTCONN.
+ */
+int san_owner_tuple(int fd, struct san_tuple *t);
+
+/* The socket inode of @fd (fstat st_ino). -ENOTSOCK if it is not a socket. */
+int san_owner_inode(int fd, uint64_t *ino);
+
+/*
+ * Find the inode of the TCP socket on this host (this thread's netns) whose
+ * local end is t->local and peer end is t->peer. Listeners never match.
+ * Returns 0 and *ino; -ENOENT: no such socket, or only an orphan its owner
+ * has closed (FIN_WAIT, TIME_WAIT...); -EAGAIN: the connection is still in a
+ * listener's accept queue (no process holds it yet): retry later;
+ * -EINVAL: a port is 0.
+ *
+ * san_owner_find_inode() asks sock_diag (one exact netlink lookup, ~2 µs) and
+ * falls back to /proc only while sock_diag has never answered in this process
+ * (kernel without inet_diag, where every lookup says -ENOENT).
+ * san_owner_proc_lookup() reads /proc/net/tcp and /proc/net/tcp6 (a full walk
+ * of the kernel's hash tables: milliseconds, see docs/protocol.md).
+ */
+int san_owner_find_inode(const struct san_tuple *t, uint64_t *ino);
+int san_owner_diag_lookup(const struct san_tuple *t, uint64_t *ino);
+int san_owner_proc_lookup(const struct san_tuple *t, uint64_t *ino);
+
+/*
+ * The /proc parser, exposed for tests. A file in the format of /proc/net/tcp
+ * (@v6 false) or /proc/net/tcp6 (@v6 true), streamed through a fixed buffer:
+ * same results as san_owner_proc_lookup() for that one file. Malformed and
+ * overlong lines are skipped.
+ */
+int san_owner_proc_lookup_file(const char *path, bool v6, const struct san_tuple *t, uint64_t *ino);
+
+/* One row of /proc/net/tcp{,6}. */
+struct san_tcp_row {
+	struct san_addr local, peer;
+	uint8_t state; /* TCP_ESTABLISHED ... (netinet/tcp.h numbering) */
+	uint32_t uid;
+	uint64_t inode; /* 0: no socket (request, TIME_WAIT, accept queue) */
+};
+
+/*
+ * Parse one line of @len bytes (no newline needed). The kernel prints each
+ * 32-bit word of an address as %08X of its in-memory (network order) value,
+ * i.e. in host byte order. 0, or -EINVAL for anything that is not a row
+ * (the header line, truncated or malformed lines, unknown states).
+ */
+int san_owner_parse_tcp_row(const char *line, size_t len, bool v6, struct san_tcp_row *row);
+
+/*
+ * Does process @pid hold socket inode @ino in its fd table? Scans
+ * /proc/<pid>/fd without allocating; at most SAN_OWNER_SCAN_MAX entries.
+ * 0: yes; -ENOENT: no; -ESRCH: no such process; -EACCES: not ours to look at
+ * (other uid, non-dumpable, hidepid); -E2BIG: gave up after the bound.
+ */
+#define SAN_OWNER_SCAN_MAX (1 << 20)
+int san_owner_pid_holds_inode(pid_t pid, uint64_t ino);
+
+/* The same test for one fd number of @pid (a hint the peer gave): one readlink. */
+int san_owner_pid_fd_is_inode(pid_t pid, int fd, uint64_t ino);
+
+/*
+ * The peer's credentials are acceptable for an shm upgrade: same uid as our
+ * effective uid, and a real pid. 0, -EPERM (uid) or -ESRCH (pid <= 0).
+ * Note: SO_PEERCRED reports the peer's effective uid, SCM_CREDENTIALS its real
+ * uid; they differ only in set-uid programs, which are non-dumpable and so
+ * fail the /proc proof anyway.
+ */
+int san_owner_check_cred(const struct ucred *c);
+
+/* How to run the proof. Zero-initialise, then set what you have. */
+struct san_owner_proof {
+	pid_t pid;   /* the side-channel peer's pid; ignored when pidfd >= 0 */
+	int pidfd;   /* -1, or a pidfd of the peer (SCM_PIDFD): closes the pid-reuse window */
+	int fd_hint; /* -1, or the fd number the peer says holds its socket: one readlink */
+	unsigned int flags; /* SAN_OWNER_F_* */
+};
+
+#define SAN_OWNER_F_PROC 0x1u /* skip sock_diag, parse /proc/net/tcp{,6} (tests, measurement) */
+
+/*
+ * The whole proof for the connected TCP socket @tcp_fd: the endpoint with
+ * the reversed 4-tuple exists in this netns with inode I (our own tuple maps
+ * to our own inode, so this is the right netns), and the peer process holds
+ * I. Does not check uids: see san_owner_check_cred().
+ *
+ *   0           proven
+ *   -ENOTCONN   @tcp_fd is not a connected TCP socket (also -ENOTSOCK, -EAFNOSUPPORT)
+ *   -EXDEV      @tcp_fd is not in this thread's network namespace
+ *   -EREMOTE    no socket with the reversed tuple here: the peer is on another
+ *               host or namespace, behind NAT, or has already closed it
+ *   -EAGAIN     the peer endpoint is still in its listener's accept queue: retry
+ *   -EPERM      the process does not hold the peer endpoint: NOT the owner
+ *   -ESRCH      no such process (or it exited during the proof, with a pidfd)
+ *   -EACCES     we may not inspect the process (other uid, non-dumpable)
+ *   -E2BIG      the process has more than SAN_OWNER_SCAN_MAX fds
+ *   other       -errno of a failed system call
+ */
+int san_owner_prove(int tcp_fd, const struct san_owner_proof *p);
+
+/* san_owner_prove() with a bare pid. */
+int san_owner_prove_peer(int tcp_fd, pid_t peer_pid);
+
+#endif /* SAN_OWNER_H */

@@ -1,0 +1,407 @@
+/* core — shm provider: the SPSC frame ring, its index checks and its doorbell flags. */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include "core/san_shm_ring.h"
+#include "proto/san_frame.h"
+#include "proto/san_wire.h"
+
+/* The PAD marker as it sits in memory: magic then the next frame's seq, both big-endian. */
+struct san_shm_pad {
+	uint32_t magic;
+	uint32_t seq;
+};
+_Static_assert(sizeof(struct san_shm_pad) == SAN_SHM_PAD_LEN && SAN_SHM_PAD_LEN <= SAN_FRAME_ALIGN,
+	       "a PAD marker must fit in the smallest tail a frame can leave");
+
+static int san_shm_ring_size_ok(uint64_t size)
+{
+	return size >= SAN_SHM_RING_MIN && size <= SAN_SHM_RING_MAX && !(size & (size - 1));
+}
+
+int san_shm_ring_init(void *base, size_t map_len, uint64_t data_size)
+{
+	struct san_shm_ring_shared *sh = base;
+
+	if (!base || (uintptr_t)base % SAN_SHM_RING_ALIGN || !san_shm_ring_size_ok(data_size) ||
+	    map_len < san_shm_ring_bytes(data_size))
+		return -EINVAL;
+	memset(sh, 0, sizeof(*sh));
+	sh->magic = SAN_SHM_RING_MAGIC;
+	sh->version = SAN_SHM_RING_VERSION;
+	sh->hdr_size = SAN_SHM_RING_HDR_SIZE;
+	sh->data_size = data_size;
+	atomic_store_explicit(&sh->prod, 0, memory_order_relaxed);
+	atomic_store_explicit(&sh->cons, 0, memory_order_relaxed);
+	atomic_store_explicit(&sh->cons_armed, 0, memory_order_relaxed);
+	/* The mapping reaches the peer through the engine's handshake, a syscall: a barrier. */
+	atomic_store_explicit(&sh->prod_armed, 0, memory_order_release);
+	return 0;
+}
+
+/*
+ * Common part of both attaches: check the header once, copy what we need, and never look at
+ * block 0 again (the peer may rewrite it at any time after this).
+ */
+static int san_shm_ring_attach(void *base, size_t map_len, uint32_t max_msg, uint64_t *size,
+			       uint32_t *max_out)
+{
+	const struct san_shm_ring_shared *sh = base;
+	uint64_t ds;
+	uint32_t fit;
+
+	if (!base || (uintptr_t)base % SAN_SHM_RING_ALIGN || map_len < SAN_SHM_RING_HDR_SIZE)
+		return -EINVAL;
+	ds = *(volatile const uint64_t *)&sh->data_size; /* read once */
+	if (*(volatile const uint32_t *)&sh->magic != SAN_SHM_RING_MAGIC ||
+	    *(volatile const uint16_t *)&sh->version != SAN_SHM_RING_VERSION ||
+	    *(volatile const uint16_t *)&sh->hdr_size != SAN_SHM_RING_HDR_SIZE ||
+	    !san_shm_ring_size_ok(ds) || map_len - SAN_SHM_RING_HDR_SIZE < ds)
+		return -EPROTO;
+	/*
+	 * Largest message whose frame (align8(msg) + trailer) fills at most half the data area.
+	 * A bigger frame could find no place at all from some positions: the tail it must skip
+	 * (up to its own length - 8) plus the frame itself would exceed the ring.
+	 */
+	fit = (uint32_t)(ds / 2 > SAN_MSG_MAX + (uint64_t)SAN_TRAILER_LEN
+				 ? SAN_MSG_MAX
+				 : ds / 2 - SAN_TRAILER_LEN);
+	if (!max_msg)
+		max_msg = fit;
+	if (max_msg < SAN_HDR_LEN || max_msg > fit)
+		return -EINVAL;
+	*size = ds;
+	*max_out = max_msg;
+	return 0;
+}
+
+int san_shm_ring_prod_attach(struct san_shm_prod *p, void *base, size_t map_len, uint32_t max_msg)
+{
+	uint64_t size;
+	uint32_t max;
+	int err = san_shm_ring_attach(base, map_len, max_msg, &size, &max);
+
+	if (err)
+		return err;
+	memset(p, 0, sizeof(*p));
+	p->sh = base;
+	p->data = (uint8_t *)base + SAN_SHM_RING_HDR_SIZE;
+	p->size = size;
+	p->max_msg = max;
+	return 0;
+}
+
+int san_shm_ring_cons_attach(struct san_shm_cons *c, void *base, size_t map_len, uint32_t max_msg)
+{
+	uint64_t size;
+	uint32_t max;
+	int err = san_shm_ring_attach(base, map_len, max_msg, &size, &max);
+
+	if (err)
+		return err;
+	memset(c, 0, sizeof(*c));
+	c->sh = base;
+	c->data = (uint8_t *)base + SAN_SHM_RING_HDR_SIZE;
+	c->size = size;
+	c->max_msg = max;
+	return 0;
+}
+
+/* ---- producer ------------------------------------------------------------------------------ */
+
+static int san_shm_prod_fail(struct san_shm_prod *p, const char *why)
+{
+	p->err = -EPROTO;
+	p->why = why;
+	p->res_cap = 0;
+	return -EPROTO;
+}
+
+/*
+ * Take a fresh look at the consumer's index. seq_cst (not just acquire, which is all the space
+ * check needs: our writes into freed bytes must not overtake the consumer's reads of them)
+ * because san_shm_ring_prod_arm relies on it as the second half of its Dekker pair.
+ */
+static int san_shm_prod_refresh(struct san_shm_prod *p)
+{
+	uint64_t c = atomic_load_explicit(&p->sh->cons, memory_order_seq_cst);
+
+	if (c < p->cons)
+		return san_shm_prod_fail(p, "consumer index went backwards");
+	if (c > p->prod)
+		return san_shm_prod_fail(p, "consumer index passed the producer index");
+	p->cons = c;
+	return 0;
+}
+
+/* Bytes a message of msg_len needs at the current position: the frame, plus the PAD'd tail. */
+static int san_shm_prod_need(const struct san_shm_prod *p, uint32_t msg_len, uint64_t *pad,
+			     uint32_t *flen)
+{
+	uint64_t tail;
+
+	if (msg_len < SAN_HDR_LEN || msg_len > p->max_msg)
+		return -EMSGSIZE;
+	*flen = (uint32_t)san_frame_len(msg_len);
+	tail = p->size - (p->prod & (p->size - 1));
+	*pad = *flen > tail ? tail : 0;
+	return 0;
+}
+
+static uint64_t san_shm_prod_room(const struct san_shm_prod *p)
+{
+	return p->size - (p->prod - p->cons);
+}
+
+int san_shm_ring_prod_reserve(struct san_shm_prod *p, uint32_t msg_len, void **buf)
+{
+	uint64_t pad;
+	uint32_t flen;
+	int err;
+
+	if (p->err)
+		return p->err;
+	err = san_shm_prod_need(p, msg_len, &pad, &flen);
+	if (err)
+		return err;
+	if (san_shm_prod_room(p) < pad + flen) {
+		err = san_shm_prod_refresh(p);
+		if (err)
+			return err;
+		if (san_shm_prod_room(p) < pad + flen)
+			return -EAGAIN;
+	}
+	p->res_pad = pad;
+	p->res_cap = flen;
+	*buf = p->data + ((p->prod + pad) & (p->size - 1));
+	return (int)flen;
+}
+
+int san_shm_ring_prod_commit(struct san_shm_prod *p)
+{
+	uint64_t mask = p->size - 1;
+	uint8_t *f = p->data + ((p->prod + p->res_pad) & mask);
+	uint32_t cap = p->res_cap, seq_be = htobe32(p->seq);
+	int n;
+
+	if (p->err)
+		return p->err;
+	if (!cap)
+		return -EINVAL;
+	p->res_cap = 0;
+	memcpy(f + offsetof(struct san_wire_hdr, seq), &seq_be, sizeof(seq_be));
+	n = san_frame_seal(f, cap);
+	if (n < 0)
+		return -EINVAL;
+	if (p->res_pad) {
+		struct san_shm_pad pad = { htobe32(SAN_SHM_PAD_MAGIC), seq_be };
+
+		memcpy(p->data + (p->prod & mask), &pad, sizeof(pad));
+	}
+	p->prod += p->res_pad + (uint64_t)n;
+	p->seq++;
+	/*
+	 * (3) then (4) of the doorbell argument in the header. The exchange is the seq_cst store
+	 * (on x86 one locked xchg, cheaper than mov + mfence); it is also the release that
+	 * publishes the frame bytes above. Its old value is the peer's to scribble: ignored.
+	 */
+	atomic_exchange_explicit(&p->sh->prod, p->prod, memory_order_seq_cst);
+	if (atomic_load_explicit(&p->sh->cons_armed, memory_order_seq_cst) &&
+	    atomic_exchange_explicit(&p->sh->cons_armed, 0, memory_order_seq_cst))
+		return 1;
+	return 0;
+}
+
+int san_shm_ring_prod_arm(struct san_shm_prod *p, uint32_t msg_len)
+{
+	uint64_t pad;
+	uint32_t flen;
+	int err;
+
+	if (p->err)
+		return p->err;
+	err = san_shm_prod_need(p, msg_len, &pad, &flen);
+	if (err)
+		return err;
+	atomic_exchange_explicit(&p->sh->prod_armed, 1, memory_order_seq_cst);
+	err = san_shm_prod_refresh(p);
+	if (err)
+		return err;
+	if (san_shm_prod_room(p) >= pad + flen) {
+		san_shm_ring_prod_disarm(p);
+		return 1;
+	}
+	return 0;
+}
+
+void san_shm_ring_prod_disarm(struct san_shm_prod *p)
+{
+	atomic_store_explicit(&p->sh->prod_armed, 0, memory_order_relaxed);
+}
+
+/* ---- consumer ------------------------------------------------------------------------------ */
+
+static int san_shm_cons_fail(struct san_shm_cons *c, const char *why)
+{
+	c->err = -EPROTO;
+	c->why = why;
+	c->peek_end = 0;
+	return -EPROTO;
+}
+
+/*
+ * Take a fresh look at the producer's index and check the claim. seq_cst: it is the acquire
+ * that makes the frame bytes below prod visible, and (2) of the doorbell argument.
+ */
+static int san_shm_cons_refresh(struct san_shm_cons *c)
+{
+	uint64_t p = atomic_load_explicit(&c->sh->prod, memory_order_seq_cst);
+
+	if (p == c->prod)
+		return 0;
+	if (p < c->prod)
+		return san_shm_cons_fail(c, "producer index went backwards");
+	if (p - c->cons > c->size)
+		return san_shm_cons_fail(c, "producer index claims more than the ring holds");
+	if (p % SAN_FRAME_ALIGN)
+		return san_shm_cons_fail(c, "producer index not a multiple of 8");
+	c->prod = p;
+	return 0;
+}
+
+static const char *san_shm_frame_why(int err)
+{
+	switch (err) {
+	case SAN_PROTO_ESEQ:
+		return "frame seq is not the expected one";
+	case SAN_PROTO_EVERSION:
+		return "frame has no valid header";
+	case SAN_PROTO_EOVERSIZE:
+		return "frame longer than max_msg";
+	case SAN_PROTO_ETRUNC:
+		return "frame runs past the producer index or the end of the data area";
+	case SAN_PROTO_EHASH:
+		return "frame hash mismatch";
+	default:
+		return "frame check failed";
+	}
+}
+
+int san_shm_ring_cons_peek(struct san_shm_cons *c, struct san_shm_frame *f)
+{
+	uint64_t mask = c->size - 1, pos = c->rd, avail, off, tail;
+	struct san_shm_pad pad;
+	size_t flen;
+	int err;
+
+	if (c->err)
+		return c->err;
+	if (c->peek_end)
+		goto out;
+	if (c->prod == pos) {
+		err = san_shm_cons_refresh(c);
+		if (err)
+			return err;
+		if (c->prod == pos)
+			return -EAGAIN;
+	}
+	/*
+	 * From here every offset is derived from private values (pos, size) and bounded by
+	 * tail = bytes left before the end of the data area; avail (checked at refresh) only
+	 * shrinks what may be read.
+	 */
+	avail = c->prod - pos;
+	off = pos & mask;
+	tail = c->size - off;
+	if (avail < SAN_SHM_PAD_LEN)
+		return san_shm_cons_fail(c, "committed bytes end inside a frame");
+	memcpy(&pad, c->data + off, sizeof(pad));
+	if (pad.magic == htobe32(SAN_SHM_PAD_MAGIC)) {
+		if (be32toh(pad.seq) != c->seq)
+			return san_shm_cons_fail(c, "PAD seq is not the expected one");
+		if (avail <= tail)
+			return san_shm_cons_fail(c, "PAD not committed with the frame after it");
+		pos += tail;
+		avail -= tail;
+		off = 0;
+		tail = c->size;
+	}
+	err = san_frame_check(c->data + off, avail < tail ? avail : tail, c->seq, c->max_msg,
+			      &flen);
+	if (err)
+		return san_shm_cons_fail(c, san_shm_frame_why(-err));
+	c->peek_msg = c->data + off;
+	c->peek_len = (uint32_t)(flen - SAN_TRAILER_LEN);
+	c->peek_end = pos + flen;
+out:
+	f->msg = c->peek_msg;
+	f->len = c->peek_len;
+	f->seq = c->seq;
+	f->end = c->peek_end;
+	return 0;
+}
+
+int san_shm_ring_cons_skip(struct san_shm_cons *c)
+{
+	if (c->err)
+		return c->err;
+	if (!c->peek_end)
+		return -EINVAL;
+	c->rd = c->peek_end;
+	c->peek_end = 0;
+	c->seq++;
+	return 0;
+}
+
+int san_shm_ring_cons_release(struct san_shm_cons *c, uint64_t end)
+{
+	if (c->err)
+		return c->err;
+	if (end < c->cons || end > c->rd)
+		return -EINVAL;
+	if (end == c->cons)
+		return 0;
+	c->cons = end;
+	/*
+	 * The mirror of commit: the exchange is a release (our reads of the freed frames are
+	 * done before the producer may overwrite them) and the seq_cst store of the Dekker pair
+	 * with san_shm_ring_prod_arm.
+	 */
+	atomic_exchange_explicit(&c->sh->cons, end, memory_order_seq_cst);
+	if (atomic_load_explicit(&c->sh->prod_armed, memory_order_seq_cst) &&
+	    atomic_exchange_explicit(&c->sh->prod_armed, 0, memory_order_seq_cst))
+		return 1;
+	return 0;
+}
+
+int san_shm_ring_cons_consume(struct san_shm_cons *c)
+{
+	int err = san_shm_ring_cons_skip(c);
+
+	if (err)
+		return err;
+	return san_shm_ring_cons_release(c, c->rd);
+}
+
+int san_shm_ring_cons_arm(struct san_shm_cons *c)
+{
+	int err;
+
+	if (c->err)
+		return c->err;
+	atomic_exchange_explicit(&c->sh->cons_armed, 1, memory_order_seq_cst);
+	err = san_shm_cons_refresh(c);
+	if (err)
+		return err;
+	if (c->prod != c->rd) {
+		san_shm_ring_cons_disarm(c);
+		return 1;
+	}
+	return 0;
+}
+
+void san_shm_ring_cons_disarm(struct san_shm_cons *c)
+{
+	atomic_store_explicit(&c->sh->cons_armed, 0, memory_order_relaxed);
+}

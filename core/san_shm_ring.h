@@ -1,0 +1,270 @@
+/* core — shm provider: one direction of a control channel, an SPSC ring of sealed frames. */
+#ifndef SAN_SHM_RING_H
+#define SAN_SHM_RING_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * A ring carries the session messages of one direction of one switched connection. The engine
+ * puts two of them in one memfd, maps it in both processes, and gives each process a producer
+ * handle on one ring and a consumer handle on the other. See docs/protocol.md, "shm provider:
+ * ring layout and doorbells", for the same text with diagrams.
+ *
+ * Layout of one ring (host byte order: both ends run on the same host):
+ *
+ *   offset 0    block 0   magic, version, hdr_size, data_size   (set by san_shm_ring_init)
+ *   offset 128  block 1   prod, cons_armed      (the line the producer writes on every commit)
+ *   offset 256  block 2   cons, prod_armed      (the line the consumer writes on every release)
+ *   offset 384  data area, data_size bytes, a power of two
+ *
+ * prod and cons are 64-bit byte counters that never wrap (2^64 bytes is centuries at any
+ * speed); a position p lives at data[p & (data_size - 1)]. prod - cons bytes are in use. The
+ * blocks are 128 bytes apart, not 64, because x86 prefetches cache lines in pairs: the
+ * producer's and the consumer's hot lines must not share a pair.
+ *
+ * Frames. Every message is sealed by proto/san_frame (header ... trailer with seq and XXH64),
+ * 8-byte aligned, and never straddles the end of the data area. When the frame does not fit
+ * in the bytes left before the end (the "tail"), the producer writes an 8-byte PAD marker at
+ * the current position, skips the tail and writes the frame at offset 0; it commits the PAD and
+ * the frame together. The marker is
+ *
+ *   bytes 0-3  00 50 41 44  ("\0PAD": byte 0 is 0, which no frame header has: version >= 1)
+ *   bytes 4-7  seq of the frame that follows, big-endian
+ *
+ * and always fits: positions are multiples of 8, so the tail is 0 or at least 8 bytes. The
+ * frame's seq is stamped by the ring (per direction, from 0), not by the caller.
+ *
+ * Trust. The peer may be hostile or buggy and may write anything anywhere in the mapping at
+ * any time. So each side keeps its own index and every geometry value in its private handle,
+ * copies the header once at attach (checked) and never reads it again, and treats the peer's
+ * index only as a claim that it checks: the consumer requires the producer index to be a
+ * multiple of 8, never to go backwards and never to claim more than data_size bytes beyond
+ * what the consumer released; the producer requires the consumer index never to go backwards
+ * and never to pass the producer index. Every read of the data area is bounded by the private
+ * geometry, so no index or length a peer writes can move a read outside the data area. A
+ * violation is -EPROTO, and sticky: the handle refuses every later call with -EPROTO (why says
+ * which rule), since a ring that lied once cannot be trusted again. A peer can still withhold
+ * frames or doorbells (or clear our armed flag): that is a liveness failure, left to the TCP
+ * anchor and keepalives (docs/protocol.md §13), never a memory-safety one.
+ *
+ * The producer index is the commit: frame bytes are written first, then prod is published with
+ * a store that is (at least) a release, and the consumer loads prod with (at least) acquire
+ * before it reads a frame. Every byte below prod is therefore complete when the consumer looks
+ * at it, so a frame inside [rd, prod) that fails san_frame_check() is not "not there yet": it
+ * is a protocol error at once. Bytes at or beyond prod are not looked at ("not there yet" is
+ * -EAGAIN). The seq/hash trailer is kept anyway: it catches a peer that published an index
+ * before its bytes, skipped or repeated a frame, or scribbled over one; and it is the same
+ * frame format an RDMA-write ring will need, where no index orders the bytes.
+ *
+ * A checked frame still lies in memory the peer can write. The ring guarantees only that
+ * msg..msg+len lies inside the data area. Decode it once (san_msg_decode into a private struct)
+ * and never re-read a length from the shared bytes; payload bytes may be copied out directly.
+ *
+ * Doorbells: sleeping without losing a wakeup. The doorbell itself is the engine's (a socket
+ * write); the ring only says when one is needed. Four seq_cst operations make the Dekker
+ * pattern, once per direction of waiting:
+ *
+ *   consumer, before sleeping            producer, in commit
+ *   (1) cons_armed = 1          seq_cst  (3) prod = new             seq_cst
+ *   (2) load prod               seq_cst  (4) load cons_armed        seq_cst
+ *       frame there: disarm, don't sleep      set: clear it, ring the doorbell
+ *       else sleep
+ *
+ * All four are in the single total order S of seq_cst operations, consistent with program
+ * order. If neither side saw the other - (2) read an old prod and (4) read 0 - then (2) < (3)
+ * and (4) < (1) in S, and with (1) < (2) and (3) < (4) that is a cycle. So either the consumer
+ * sees the frame and does not sleep, or the producer sees the flag and rings. The producer
+ * waiting for space is the mirror image: prod_armed = 1, load cons (san_shm_ring_prod_arm)
+ * against cons = new, load prod_armed (san_shm_ring_cons_release).
+ *
+ * The engine's order for a sleep is: drain the doorbell fd, then arm, then (if arm returned 0)
+ * sleep in poll/epoll on the doorbell fd. Draining after the re-check could swallow a
+ * doorbell rung in between, and then sleep forever. Doorbells can be spurious (a producer that saw
+ * the flag an instant before the consumer disarmed): a wake-up always re-checks the ring.
+ *
+ * Sizing. With credits (docs/protocol.md §11) at most N messages of at most max_msg bytes are
+ * outstanding, plus at most one PAD shorter than a frame. A data area of at least
+ * (N + 1) * san_frame_len(max_msg) bytes therefore never makes a producer that respects its
+ * credits see -EAGAIN; the consumer must release a frame's bytes before (or when) it returns
+ * the frame's credit.
+ *
+ * Hot path: reserve and peek are plain loads and stores; commit is one exchange and one load,
+ * consume one exchange and one load. No system call, no lock.
+ */
+
+#define SAN_SHM_RING_MAGIC 0x53414e52u /* "SANR" */
+#define SAN_SHM_RING_VERSION 1
+#define SAN_SHM_RING_BLOCK 128	      /* distance between the header's blocks */
+#define SAN_SHM_RING_HDR_SIZE 384     /* data area offset */
+#define SAN_SHM_RING_MIN (1u << 12)   /* smallest data area: 4 KiB */
+#define SAN_SHM_RING_MAX (1ull << 30) /* largest data area: 1 GiB */
+#define SAN_SHM_RING_ALIGN 64	      /* the mapping base must be aligned this much */
+#define SAN_SHM_PAD_MAGIC 0x00504144u /* "\0PAD", big-endian, first word of a PAD marker */
+#define SAN_SHM_PAD_LEN 8
+
+/*
+ * The shared header. Written only by san_shm_ring_init() and through the atomics below; every
+ * field may hold anything a peer put there, so it is read only as described above.
+ */
+struct san_shm_ring_shared {
+	/* Block 0: set once by init; checked once and copied at attach. */
+	uint32_t magic;	    /* SAN_SHM_RING_MAGIC */
+	uint16_t version;   /* SAN_SHM_RING_VERSION */
+	uint16_t hdr_size;  /* SAN_SHM_RING_HDR_SIZE: where the data area starts */
+	uint64_t data_size; /* bytes of data area; a power of two in [MIN, MAX] */
+	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 16];
+	/* Block 1: the producer's line. */
+	_Atomic uint64_t prod;	     /* bytes committed, ever; a multiple of 8 */
+	_Atomic uint32_t cons_armed; /* 1: consumer sleeps, wants a doorbell (set by consumer) */
+	uint8_t rsvd1[SAN_SHM_RING_BLOCK - 12];
+	/* Block 2: the consumer's line. */
+	_Atomic uint64_t cons;	     /* bytes released, ever */
+	_Atomic uint32_t prod_armed; /* 1: producer sleeps, wants space (set by producer) */
+	uint8_t rsvd2[SAN_SHM_RING_BLOCK - 12];
+};
+_Static_assert(sizeof(struct san_shm_ring_shared) == SAN_SHM_RING_HDR_SIZE &&
+		       offsetof(struct san_shm_ring_shared, prod) == SAN_SHM_RING_BLOCK &&
+		       offsetof(struct san_shm_ring_shared, cons) == 2 * SAN_SHM_RING_BLOCK,
+	       "shm ring header layout changed: bump SAN_SHM_RING_VERSION, update docs/protocol.md "
+	       "(shm provider: ring layout) and check_shm_ring.c");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
+	       "shared-memory indices need lock-free 64-bit atomics");
+
+/* Producer handle: private to the producing process. Fields are read-only for callers. */
+struct san_shm_prod {
+	struct san_shm_ring_shared *sh;
+	uint8_t *data;	  /* the data area */
+	uint64_t size;	  /* data area bytes (private copy) */
+	uint32_t max_msg; /* largest message (header + len) this ring carries */
+	uint32_t seq;	  /* seq of the next frame */
+	uint64_t prod;	  /* bytes committed: the truth, never read back from sh */
+	uint64_t cons;	  /* last consumer index seen and checked */
+	uint64_t res_pad; /* open reservation: tail bytes it skips (PAD), or 0 */
+	uint32_t res_cap; /* open reservation: frame bytes, 0 if none */
+	int err;	  /* 0, or -EPROTO once the peer broke the ring (sticky) */
+	const char *why;  /* with err: which rule, for the log */
+};
+
+/* Consumer handle: private to the consuming process. Fields are read-only for callers. */
+struct san_shm_cons {
+	struct san_shm_ring_shared *sh;
+	uint8_t *data;
+	uint64_t size;
+	uint32_t max_msg;
+	uint32_t seq;	   /* seq expected at rd */
+	uint64_t rd;	   /* read cursor: where the next frame (or PAD) starts */
+	uint64_t cons;	   /* bytes released to the producer: the truth */
+	uint64_t prod;	   /* last producer index seen and checked */
+	uint64_t peek_end; /* end of the frame peeked at rd, 0 if none */
+	uint32_t peek_len;
+	const void *peek_msg;
+	int err;
+	const char *why;
+};
+
+/* A frame handed out by san_shm_ring_cons_peek(). */
+struct san_shm_frame {
+	const void *msg; /* the message, header first, inside the data area */
+	uint32_t len;	 /* bytes from msg up to the trailer (message + pad to 8): decode bound */
+	uint32_t seq;	 /* its sequence number (already checked) */
+	uint64_t end;	 /* ring position just past it: an argument for san_shm_ring_cons_release */
+};
+
+/* Bytes a mapping needs for a ring with data_size bytes of data area. */
+static inline size_t san_shm_ring_bytes(uint64_t data_size)
+{
+	return SAN_SHM_RING_HDR_SIZE + (size_t)data_size;
+}
+
+/*
+ * Initialise a ring at base (the creator does this once, before either side attaches):
+ * header, zero indices, both flags clear. data_size: a power of two in [MIN, MAX] with
+ * san_shm_ring_bytes(data_size) <= map_len. 0 or -EINVAL.
+ */
+int san_shm_ring_init(void *base, size_t map_len, uint64_t data_size);
+
+/*
+ * Attach to the ring at base, checking its header against the map_len bytes mapped there.
+ * max_msg bounds the message (header + len) of one frame; 0 means the largest allowed: a frame
+ * of at most half the data area (and SAN_MSG_MAX), since a bigger one could find no place from
+ * some positions (the tail it skips plus itself would exceed the ring). Indices start at 0 on
+ * both sides: attach before any frame is sent.
+ * 0; -EINVAL for a bad argument (base misaligned, max_msg too big for the ring); -EPROTO when
+ * the header is not a ring this build speaks (magic, version, hdr_size, data_size, or a
+ * data area that does not fit map_len).
+ */
+int san_shm_ring_prod_attach(struct san_shm_prod *p, void *base, size_t map_len, uint32_t max_msg);
+int san_shm_ring_cons_attach(struct san_shm_cons *c, void *base, size_t map_len, uint32_t max_msg);
+
+/* ---- producer ------------------------------------------------------------------------------ */
+
+/*
+ * Reserve room for a message of msg_len bytes (header + len, as san_msg_size() counts). On
+ * success *buf points into the data area and the return value is the room in bytes (the
+ * frame length, > 0): encode the message there (san_msg_encode(m, *buf, room)), then commit.
+ * The seq field is overwritten at commit. -EAGAIN: not enough free space (the back-pressure
+ * credits normally prevent; see san_shm_ring_prod_arm); -EMSGSIZE: msg_len below a header or
+ * above max_msg; -EPROTO: broken ring. A second reserve before commit replaces the first.
+ */
+int san_shm_ring_prod_reserve(struct san_shm_prod *p, uint32_t msg_len, void **buf);
+
+/*
+ * Stamp the next seq into the reserved message, seal it (san_frame_seal; the encoded message
+ * may be shorter than reserved) and publish it. Returns 1 if the consumer is asleep and the
+ * caller must ring its doorbell, 0 if not; -EINVAL if nothing is reserved or no valid message
+ * header is there (the reservation is dropped, nothing is published); -EPROTO: broken ring.
+ */
+int san_shm_ring_prod_commit(struct san_shm_prod *p);
+
+/*
+ * About to sleep until a message of msg_len bytes fits: set prod_armed, then re-check. Returns
+ * 1 if it fits now (flag cleared again: retry the reserve, do not sleep); 0 if the caller may
+ * sleep on its doorbell (the consumer rings once it releases space); -EMSGSIZE, -EPROTO.
+ */
+int san_shm_ring_prod_arm(struct san_shm_prod *p, uint32_t msg_len);
+
+/* Clear prod_armed (after waking, or when giving up the wait). */
+void san_shm_ring_prod_disarm(struct san_shm_prod *p);
+
+/* ---- consumer ------------------------------------------------------------------------------ */
+
+/*
+ * Check the next frame and describe it in *f without consuming it; calling again returns the
+ * same frame. 0; -EAGAIN: nothing committed yet; -EPROTO: the peer broke the ring (a bad
+ * index, PAD or frame: c->why says which; the ring is dead).
+ */
+int san_shm_ring_cons_peek(struct san_shm_cons *c, struct san_shm_frame *f);
+
+/*
+ * Done with the peeked frame: move past it and release its bytes (and any held before it) to
+ * the producer. Returns 1 if the producer waits for space and the caller must ring its
+ * doorbell, 0 if not; -EINVAL if no frame is peeked; -EPROTO.
+ */
+int san_shm_ring_cons_consume(struct san_shm_cons *c);
+
+/*
+ * Move past the peeked frame but keep its bytes (a DATA frame the application has not read
+ * yet): the next peek looks at the frame after it. 0, -EINVAL, -EPROTO.
+ */
+int san_shm_ring_cons_skip(struct san_shm_cons *c);
+
+/*
+ * Release every byte before end (a frame's end from peek, at or behind the read cursor) to
+ * the producer; bytes free in ring order. Returns 1 (ring the producer's doorbell) or 0;
+ * -EINVAL if end is outside [released, read cursor]; -EPROTO.
+ */
+int san_shm_ring_cons_release(struct san_shm_cons *c, uint64_t end);
+
+/*
+ * About to sleep until a frame arrives: set cons_armed, then re-check. Returns 1 if something
+ * is committed at the read cursor (flag cleared again: peek, do not sleep); 0 if the caller may
+ * sleep on its doorbell (the producer rings after its next commit); -EPROTO.
+ */
+int san_shm_ring_cons_arm(struct san_shm_cons *c);
+
+/* Clear cons_armed (after waking, or when giving up the wait). */
+void san_shm_ring_cons_disarm(struct san_shm_cons *c);
+
+#endif /* SAN_SHM_RING_H */
