@@ -1,22 +1,59 @@
-/* core — the engine's entry points that preload/ calls around process life (fork, exec). */
+/* core — the engine's entry points that preload/ calls around process life (load, fork, exec). */
+#include <string.h>
+
+#include "core/san_config.h"
 #include "core/san_core.h"
+#include "core/san_fdtable.h"
+#include "core/san_log.h"
+#include "core/san_stats.h"
+
+/*
+ * Once, before any wrapper can act: the policy (and with it the log level), the fd table,
+ * the statistics. A disabled library allocates no table: every fd number is then beyond it,
+ * so every call passes through untracked, and nothing counts or prints.
+ */
+void san_core_init(void)
+{
+	int err;
+
+	san_config_init();
+	if (san_cfg.disable)
+		return;
+	err = san_fdtable_init();
+	if (err)
+		san_warn("no fd table (%s): every socket passes through untracked", strerror(-err));
+	san_stats_init();
+}
 
 /*
  * Runs in the child of every fork(), also the ones libc makes for itself
  * (daemon()), as a pthread_atfork() child handler. The child already holds a
  * copy of the fd table; no thread of the engine survives the fork, so this
- * is where the engine will re-create itself lazily. Nothing to do while the
- * library only passes through.
+ * is where the engine will re-create itself lazily. The statistics start
+ * over: the child's counters are its own.
  */
 void san_core_atfork_child(void)
 {
+	san_stats_atfork_child();
 }
 
 /*
  * Runs just before the real exec*(): the new image may not run the switch, so
- * switched fds must be made safe to inherit here. Nothing to do while the
- * library only passes through. If the exec fails the process goes on as is.
+ * switched fds must be made safe to inherit here. The statistics file's name
+ * (it carries the pid) is freed for the new image. If the exec fails the
+ * process goes on as is.
  */
 void san_core_before_exec(void)
 {
+	san_stats_before_exec();
+}
+
+/*
+ * Runs in _exit()/_Exit(), which skip the atexit() handlers (exit() runs
+ * san_stats_exit() as one of those). Must not block: it may run in a signal
+ * handler.
+ */
+void san_core_exit(void)
+{
+	san_stats_exit();
 }

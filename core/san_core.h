@@ -1,8 +1,10 @@
-/* core — the engine's entry points that preload/ calls around process life (fork, exec). */
+/* core — the engine's entry points that preload/ calls around process life (load, fork, exec). */
 #ifndef SAN_CORE_H
 #define SAN_CORE_H
 
+void san_core_init(void);
 void san_core_atfork_child(void);
 void san_core_before_exec(void);
+void san_core_exit(void);
 
 #endif /* SAN_CORE_H */

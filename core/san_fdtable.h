@@ -35,6 +35,7 @@ enum san_fd_state {
 
 #define SAN_FDF_NONBLOCK 0x1u /* O_NONBLOCK last seen set on this fd */
 #define SAN_FDF_INET6 0x2u    /* AF_INET6 socket (else AF_INET) */
+#define SAN_FDF_DUP 0x4u      /* took part in a dup: other fds may share its connection */
 
 /*
  * One slot per fd number, zero when untracked (a fresh mmap page is already

@@ -133,7 +133,9 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 	X(execv, int, (const char *, char *const[]), true)                                         \
 	X(execvp, int, (const char *, char *const[]), true)                                        \
 	X(execvpe, int, (const char *, char *const[], char *const[]), false)                       \
-	X(fexecve, int, (int, char *const[], char *const[]), false)
+	X(fexecve, int, (int, char *const[], char *const[]), false)                                \
+	X(_exit, void, (int), true)                                                                \
+	X(_Exit, void, (int), false)
 
 /*
  * The real functions. A NULL pointer means "not resolved yet" (or an

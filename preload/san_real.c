@@ -58,18 +58,15 @@ static void san_real_lookup(void)
 
 /*
  * Everything the library needs before its first wrapper can run, in this
- * order: the log level (the rest may log), the fd table (a wrapper that sees
- * a real pointer set may record an fd), then the real functions.
+ * order: the policy and log level (the rest may log), the fd table (a wrapper
+ * that sees a real pointer set may record an fd) and the statistics, all in
+ * san_core_init(); then the real functions.
  */
 static void san_real_init_once(void)
 {
 	int saved = errno;
-	int err;
 
-	san_log_init();
-	err = san_fdtable_init();
-	if (err)
-		san_warn("no fd table (%s): every socket passes through untracked", strerror(-err));
+	san_core_init();
 	san_real_lookup();
 	/*
 	 * A child handler rather than work in our fork() wrapper: libc forks

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+#include "core/san_stats.h"
+
 /*
  * Every helper runs after the real call and must leave errno as the real
  * call set it: the fd table never touches errno and san_log() restores it.
@@ -41,6 +43,7 @@ void san_track_socket(int fd, int domain, int type, int protocol)
 		san_debug("fd %d: tcp socket beyond the fd table, untracked", fd);
 		return;
 	}
+	san_stats_track();
 	san_debug("fd %d: tracked tcp socket (%s%s)", fd, domain == AF_INET6 ? "inet6" : "inet",
 		  type & SOCK_NONBLOCK ? ", nonblocking" : "");
 }
@@ -58,10 +61,17 @@ void san_track_listen(int fd)
  */
 void san_track_connect(int fd, int ret)
 {
+	int old;
+
 	if (ret != 0 && errno != EINPROGRESS && errno != EINTR)
 		return;
-	if (san_fd_set_state(fd, SAN_FD_ACTIVE) >= 0)
-		san_debug("fd %d: active (connect %s)", fd, ret == 0 ? "done" : "in progress");
+	old = san_fd_set_state(fd, SAN_FD_ACTIVE);
+	if (old < 0)
+		return;
+	/* A connect() retried after EINTR is still the one active open. */
+	if (old != SAN_FD_ACTIVE)
+		san_stats_add(SAN_STAT_CONNECTS, 1);
+	san_debug("fd %d: active (connect %s)", fd, ret == 0 ? "done" : "in progress");
 }
 
 /* Only a tracked listener's connections are recorded; O_NONBLOCK is not inherited on Linux. */
@@ -79,6 +89,7 @@ void san_track_accept(int lfd, int fd, int flags)
 		san_debug("fd %d: accepted beyond the fd table, untracked", fd);
 		return;
 	}
+	san_stats_add(SAN_STAT_ACCEPTS, 1);
 	san_debug("fd %d: passive (accepted on listener %d)", fd, lfd);
 }
 
@@ -92,17 +103,30 @@ void san_track_accept(int lfd, int fd, int flags)
  *    and passes through to the kernel socket, which is the safe fallback.
  * A failed close() loses nothing: Linux releases the number even on EINTR,
  * and on EBADF there was nothing to forget.
+ *
+ * Before the number goes, the statistics take the connection's counts (the
+ * fd must still be open for that); an untracked fd costs one load, as before.
  */
 void san_track_close(int fd)
 {
-	enum san_fd_state old = san_fd_clear(fd);
+	enum san_fd_state old;
 
-	if (unlikely(old != SAN_FD_UNTRACKED))
+	if (likely(!san_fd_get(fd)))
+		return;
+	old = san_stats_fd_close(fd);
+	if (old != SAN_FD_UNTRACKED)
 		san_debug("fd %d: untracked (close of %s)", fd, san_fd_state_name(old));
 }
 
+/* Each tracked fd in the range is closed like one close(); then the range is forgotten. */
 void san_track_close_range(unsigned int first, unsigned int last)
 {
+	unsigned int hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
+	unsigned int fd;
+
+	for (fd = first; fd < hw && fd <= last; fd++)
+		if (san_fd_get((int)fd))
+			san_stats_fd_close((int)fd);
 	san_fd_clear_range(first, last);
 	san_debug("fds %u..%u: untracked (close_range)", first, last);
 }
@@ -110,7 +134,11 @@ void san_track_close_range(unsigned int first, unsigned int last)
 /* dup(), F_DUPFD: the new number is a fresh fd (nothing to clear first). */
 void san_track_dup(int oldfd, int newfd)
 {
-	int state = san_fd_copy(oldfd, newfd);
+	int state;
+
+	/* Two fds, one connection from now on: the statistics must count it once (san_stats.c). */
+	san_fd_set_flags(oldfd, SAN_FDF_DUP, 0);
+	state = san_fd_copy(oldfd, newfd);
 
 	if (state > SAN_FD_UNTRACKED)
 		san_debug("fd %d: %s, dup of fd %d", newfd,
@@ -122,16 +150,27 @@ void san_track_dup(int oldfd, int newfd)
  * for the same reason as in close(). The old entry is handed back so that a
  * failed call (which leaves @newfd open and unchanged) can restore it.
  * dup2(fd, fd) changes nothing and must not clear anything.
+ *
+ * The connection @newfd held ends here for the statistics, as in close(),
+ * unless @oldfd is no open fd: then the call is bound to fail with EBADF and
+ * leave @newfd as it was. (Any other failure, rare, counts it early; its
+ * later close may then count it again.)
  */
 struct san_fd san_track_dup_onto_begin(int oldfd, int newfd)
 {
 	struct san_fd saved = { 0, 0 };
 	struct san_fd *f;
+	int err = errno;
 
 	if (oldfd == newfd || !(f = san_fd_get(newfd)))
 		return saved;
 	saved.flags = san_fd_flags(f);
-	saved.state = san_fd_clear(newfd);
+	saved.state = san_fd_state(f);
+	if (SAN_REAL(fcntl)(oldfd, F_GETFD) >= 0)
+		san_stats_fd_close(newfd);
+	else
+		san_fd_clear(newfd);
+	errno = err;
 	return saved;
 }
 

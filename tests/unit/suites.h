@@ -17,7 +17,13 @@
 	X(credit)          \
 	X(bulk)            \
 	X(upgrade)         \
+	X(shm_ring)        \
+	X(shm_cma)         \
 	X(fdtable)          \
+	X(owner)            \
+	X(sidechan)         \
+	X(config)           \
+	X(stats)            \
 	X(engine)
 
 #define SAN_UNIT_DECLARE(name) Suite *make_##name##_suite(void);

@@ -1,0 +1,116 @@
+/* core — policy: the SANSWITCH_* environment, read once at load, and the fault-injection switch. */
+#ifndef SAN_CONFIG_H
+#define SAN_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifndef likely
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#endif
+
+/* SANSWITCH_BULK: how sends above the inline threshold travel (tests force one mode). */
+enum san_cfg_bulk {
+	SAN_CFG_BULK_AUTO,   /* RDMA read if the peer can, else write grant, else copy */
+	SAN_CFG_BULK_READ,   /* always RDMA read (copy only where it cannot be had) */
+	SAN_CFG_BULK_GRANT,  /* always write grant */
+	SAN_CFG_BULK_INLINE, /* never zero-copy: everything through the control messages */
+};
+
+/* SANSWITCH_PROVIDER: which SAN provider may carry a switched connection. */
+enum san_cfg_provider {
+	SAN_CFG_PROV_AUTO,  /* shm for a peer on this host, verbs for one across the fabric */
+	SAN_CFG_PROV_SHM,   /* only shm: remote peers stay on TCP */
+	SAN_CFG_PROV_VERBS, /* only verbs, even for a peer on this host */
+};
+
+/* SANSWITCH_STATS. */
+enum san_cfg_stats {
+	SAN_CFG_STATS_OFF,   /* "0": nothing counted, no file, no line */
+	SAN_CFG_STATS_LIVE,  /* unset: counters in /dev/shm/sanswitch.<pid> for sanstat, no line */
+	SAN_CFG_STATS_PRINT, /* "1": the same, plus one line on stderr at exit */
+};
+
+/*
+ * SANSWITCH_FAULT: failures the engine pretends to hit, so tests can reach the paths real
+ * machines rarely take. Each one names the place that consults it; adding one means a name in
+ * san_fault_names[] (san_config.c) and a line in man/libsanswitch.7.
+ */
+enum san_fault {
+	SAN_FAULT_REG_FAIL,    /* bulk "registration" of a send or receive buffer fails */
+	SAN_FAULT_ALLOC_FAIL,  /* staging / copy memory cannot be allocated */
+	SAN_FAULT_CMA_FAIL,    /* process_vm_readv/writev refused, as with EPERM */
+	SAN_FAULT_SIDE_REFUSE, /* the acceptor REJECTs every PROPOSE (reason POLICY) */
+	SAN_FAULT_SIDE_DROP,   /* the acceptor ignores every PROPOSE: the proposer's timer fires */
+	SAN_FAULT_MARK_BAD,    /* the switch-over MARK carries a wrong nonce */
+	SAN_FAULT_NR,
+};
+
+#define SAN_FAULT_BIT(f) (1u << (f))
+
+#define SAN_CFG_INLINE_MAX_DEFAULT 4096u
+#define SAN_CFG_INLINE_MAX_LIMIT (1u << 20) /* inline payloads live in pre-registered slots */
+#define SAN_CFG_SPIN_US_DEFAULT 50u
+#define SAN_CFG_SPIN_US_LIMIT 1000000u
+
+/*
+ * The process's policy. Written only by san_config_init(), from the library's one-time init,
+ * before any wrapper can act on it; read-only afterwards, so readers take no lock. Until then
+ * (and in the unit runner) it holds the defaults.
+ */
+struct san_config {
+	bool disable;			/* SANSWITCH_DISABLE=1: inert, pure pass-through */
+	enum san_cfg_bulk bulk;		/* SANSWITCH_BULK */
+	uint32_t inline_max;		/* SANSWITCH_INLINE_MAX, bytes */
+	uint32_t spin_us;		/* SANSWITCH_SPIN_US, microseconds */
+	enum san_cfg_provider provider; /* SANSWITCH_PROVIDER */
+	enum san_cfg_stats stats;	/* SANSWITCH_STATS */
+	uint32_t faults;		/* SANSWITCH_FAULT: SAN_FAULT_BIT()s */
+};
+
+extern struct san_config san_cfg;
+
+extern const struct san_config san_config_defaults;
+
+/* Where san_config_load() reads a variable: getenv() in the library, a table in tests. */
+typedef const char *(*san_config_getenv_fn)(const char *name, void *ctx);
+
+/*
+ * Fill @cfg from the variables @get returns. A bad value gets one warning (the variable, the
+ * value, what is accepted) and the default. SANSWITCH_DISABLE=1 short-cuts everything: nothing
+ * else is read and nothing is printed. Returns the number of variables rejected.
+ */
+int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx);
+
+/*
+ * The library's one-time init: san_cfg from the environment, and the log level (SANSWITCH_LOG,
+ * core/san_log.c), silenced entirely when the library is disabled.
+ */
+void san_config_init(void);
+
+/* The parsers, one per variable: 0, or -EINVAL/-ERANGE with *out untouched. */
+int san_config_parse_bool(const char *s, bool *out);
+int san_config_parse_bulk(const char *s, enum san_cfg_bulk *out);
+int san_config_parse_provider(const char *s, enum san_cfg_provider *out);
+int san_config_parse_stats(const char *s, enum san_cfg_stats *out);
+int san_config_parse_size(const char *s, uint32_t limit, uint32_t *out);
+int san_config_parse_uint(const char *s, uint32_t limit, uint32_t *out);
+int san_config_parse_faults(const char *s, uint32_t *out);
+
+const char *san_cfg_bulk_name(enum san_cfg_bulk b);
+const char *san_cfg_provider_name(enum san_cfg_provider p);
+const char *san_fault_name(enum san_fault f);
+
+/*
+ * The engine asks before each place a fault can be injected:
+ *	if (san_fault(SAN_FAULT_REG_FAIL))
+ *		return -ENOMEM;
+ * One load and a never-taken branch when no fault is configured.
+ */
+static inline bool san_fault(enum san_fault f)
+{
+	return unlikely(san_cfg.faults & SAN_FAULT_BIT(f));
+}
+
+#endif /* SAN_CONFIG_H */

@@ -1,0 +1,861 @@
+/* core — per-process statistics: counters in a shared file sanstat can read, a line at exit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/san_log.h"
+#include "core/san_stats.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#define SAN_STATS_DIR "/dev/shm"
+
+/*
+ * TCP states as tcpi_state reports them (include/net/tcp_states.h). <netinet/tcp.h> has them
+ * too, but it cannot be included with <linux/tcp.h>, whose struct tcp_info is the only one
+ * with the byte counters.
+ */
+enum {
+	SAN_TCP_ESTABLISHED = 1,
+	SAN_TCP_SYN_SENT = 2,
+	SAN_TCP_FIN_WAIT1 = 4,
+	SAN_TCP_FIN_WAIT2 = 5,
+	SAN_TCP_TIME_WAIT = 6,
+	SAN_TCP_CLOSE = 7,
+	SAN_TCP_CLOSE_WAIT = 8,
+	SAN_TCP_LAST_ACK = 9,
+	SAN_TCP_CLOSING = 11,
+};
+
+/*
+ * The process's statistics. The counters live in *f: the mapped file, or san_stats_priv when
+ * there is none (SANSWITCH_STATS=0 never gets this far; creation failed; or the process is
+ * exiting). f stays NULL until the first tracked socket, so a program that never opens TCP
+ * creates no file; it is published once with a release store and never changes afterwards
+ * (except in a fork child, which has one thread).
+ */
+static struct {
+	pthread_mutex_t lock; /* creation of the file; the close of a dup'ed fd */
+	struct san_stats_file *f;
+	bool mapped;	/* f is the file's mapping */
+	bool no_file;	/* exiting: never create the file now */
+	int exited;	/* the exit hook ran (atomic) */
+	pid_t pid;	/* the process this state belongs to (0: not initialised) */
+	char dir[200];	/* where the file goes; "" means SAN_STATS_DIR */
+	char path[256]; /* the file, "" when this process has none */
+} san_st = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static struct san_stats_file san_stats_priv;
+
+/* ---------------------------------------------------------------- names */
+
+/* clang-format off */
+static const char *const san_stat_names[SAN_STAT_NR] = {
+	[SAN_STAT_SWITCHED] = "switched",
+	[SAN_STAT_FALLBACK] = "fallback",
+	[SAN_STAT_SAN_TX_BYTES] = "san_tx_bytes",
+	[SAN_STAT_SAN_RX_BYTES] = "san_rx_bytes",
+	[SAN_STAT_TCP_TX_BYTES] = "tcp_tx_bytes",
+	[SAN_STAT_TCP_RX_BYTES] = "tcp_rx_bytes",
+	[SAN_STAT_ENOBUFS] = "enobufs",
+	[SAN_STAT_CONNECTS] = "connects",
+	[SAN_STAT_ACCEPTS] = "accepts",
+};
+/* clang-format on */
+
+/* One token each: they appear as "fallback_<name>=<n>" in the exit line. */
+static const char *const san_fb_names[SAN_FB_SLOTS] = {
+	[SAN_R_NONE] = "none",
+	[SAN_R_VERSION] = "version",
+	[SAN_R_NOT_OWNER] = "not_owner",
+	[SAN_R_CREDENTIALS] = "credentials",
+	[SAN_R_POLICY] = "policy",
+	[SAN_R_RESOURCES] = "resources",
+	[SAN_R_PROVIDER] = "provider",
+	[SAN_R_BUSY] = "busy",
+	[SAN_R_STATE] = "state",
+	[SAN_R_MALFORMED] = "malformed",
+	[SAN_R_TIMEOUT] = "timeout",
+	[SAN_R_LOCAL] = "local",
+	[SAN_R_PROTOCOL] = "protocol",
+	[SAN_R_MARK] = "mark",
+	[SAN_R_CHANNEL] = "channel",
+	[SAN_R_TCP] = "tcp",
+	[SAN_R_APP_RESET] = "app_reset",
+	[SAN_R_KEEPALIVE] = "keepalive",
+	[SAN_FB_NOT_ATTEMPTED] = "not_attempted",
+	[SAN_FB_NO_PEER] = "no_peer",
+	[SAN_FB_NO_PROVIDER] = "no_provider",
+	[SAN_FB_UNKNOWN] = "unknown",
+};
+
+_Static_assert(SAN_R_MAX == 17, "a new wire reason needs its token in san_fb_names[]");
+
+const char *san_stat_name(enum san_stat s)
+{
+	return (unsigned int)s < SAN_STAT_NR ? san_stat_names[s] : "?";
+}
+
+unsigned int san_fb_slot(unsigned int reason)
+{
+	if (reason < SAN_FB_SLOTS && san_fb_names[reason])
+		return reason;
+	return SAN_FB_UNKNOWN;
+}
+
+const char *san_fb_name(unsigned int reason)
+{
+	return san_fb_names[san_fb_slot(reason)];
+}
+
+/* ---------------------------------------------------------------- the file */
+
+static long san_stats_sys_close(int fd)
+{
+	/* Not close(): that is our own wrapper, which would look the fd up for nothing. */
+	return syscall(SYS_close, fd);
+}
+
+int san_stats_parse_procstat(const char *line, char comm[16], uint64_t *start_ticks)
+{
+	const char *lp = strchr(line, '(');
+	const char *rp = strrchr(line, ')');
+	const char *p;
+	size_t len;
+	int field;
+
+	/* comm may hold spaces and parentheses itself: it ends at the last ')'. */
+	if (!lp || !rp || rp < lp)
+		return -EINVAL;
+	len = (size_t)(rp - lp - 1);
+	if (len > 15)
+		len = 15;
+	memcpy(comm, lp + 1, len);
+	comm[len] = '\0';
+	/* ") S ppid ...": the state is field 3, starttime field 22. */
+	p = rp + 1;
+	for (field = 3; field <= 22; field++) {
+		char *end;
+		unsigned long long v;
+
+		while (*p == ' ')
+			p++;
+		if (!*p || *p == '\n')
+			return -EINVAL;
+		if (field < 22) {
+			p += strcspn(p, " ");
+			continue;
+		}
+		errno = 0;
+		v = strtoull(p, &end, 10);
+		if (end == p || errno)
+			return -EINVAL;
+		*start_ticks = v;
+	}
+	return 0;
+}
+
+/* Up to @size - 1 bytes of the file at @path, NUL-terminated; the length, or -errno. */
+static long san_stats_slurp(const char *path, char *buf, size_t size)
+{
+	long n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	n = syscall(SYS_read, fd, buf, size - 1);
+	if (n < 0)
+		n = -errno;
+	san_stats_sys_close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+/* comm and start time of process @pid ("self" for 0), best effort: zero if /proc says nothing. */
+static void san_stats_proc(pid_t pid, char comm[16], uint64_t *start_ticks)
+{
+	char path[64], buf[1024];
+
+	memset(comm, 0, 16);
+	*start_ticks = 0;
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/stat");
+	if (san_stats_slurp(path, buf, sizeof(buf)) <= 0)
+		return;
+	if (san_stats_parse_procstat(buf, comm, start_ticks))
+		*start_ticks = 0;
+}
+
+static uint64_t san_stats_pidns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) ? 0 : (uint64_t)st.st_ino;
+}
+
+static void san_stats_fill_hdr(struct san_stats_file *f, pid_t pid)
+{
+	struct san_stats_hdr *h = &f->hdr;
+	struct timespec ts;
+
+	h->version = SAN_STATS_VERSION;
+	h->hdr_len = sizeof(*h);
+	h->nr_counters = SAN_STATS_COUNTERS;
+	h->nr_reasons = SAN_FB_SLOTS;
+	h->pid = pid;
+	h->pidns = san_stats_pidns();
+	san_stats_proc(0, h->comm, &h->start_ticks);
+	if (!clock_gettime(CLOCK_REALTIME, &ts))
+		h->created_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	/* Last: a reader that sees the magic sees a complete header. */
+	__atomic_store_n(&h->magic, SAN_STATS_MAGIC, __ATOMIC_RELEASE);
+}
+
+static int san_stats_path_for(char *buf, size_t size, const char *dir, pid_t pid)
+{
+	int n = snprintf(buf, size, "%s/sanswitch.%d", dir, (int)pid);
+
+	return n > 0 && (size_t)n < size ? 0 : -ENAMETOOLONG;
+}
+
+/*
+ * The name carries our pid, so a file already there is a leftover: of a process with the
+ * same pid that was killed (no exit hook ran), or of our own image before a failed unlink.
+ * It is replaced only if it is a plain file of ours; a stranger's file or a symlink in the
+ * sticky /dev/shm is refused (O_EXCL never follows one), and the process keeps its counters
+ * private.
+ */
+static int san_stats_open_excl(const char *path)
+{
+	int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	struct stat st;
+	int fd;
+
+	fd = open(path, flags, 0600);
+	if (fd >= 0 || errno != EEXIST)
+		return fd >= 0 ? fd : -errno;
+	if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+		return -EEXIST;
+	if (unlink(path) && errno != ENOENT)
+		return -errno;
+	fd = open(path, flags, 0600);
+	return fd >= 0 ? fd : -errno;
+}
+
+int san_stats_file_create(const char *dir, pid_t pid, struct san_stats_file **out)
+{
+	char path[sizeof(san_st.path)];
+	void *p;
+	int err, fd;
+
+	err = san_stats_path_for(path, sizeof(path), dir, pid);
+	if (err)
+		return err;
+	fd = san_stats_open_excl(path);
+	if (fd < 0)
+		return fd;
+	if (ftruncate(fd, sizeof(struct san_stats_file))) {
+		err = -errno;
+		goto fail;
+	}
+	p = mmap(NULL, sizeof(struct san_stats_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		err = -errno;
+		goto fail;
+	}
+	san_stats_sys_close(fd);
+	san_stats_fill_hdr(p, pid);
+	*out = p;
+	return 0;
+fail:
+	san_stats_sys_close(fd);
+	unlink(path);
+	return err;
+}
+
+void san_stats_file_unmap(struct san_stats_file *f)
+{
+	munmap(f, sizeof(*f));
+}
+
+/*
+ * The reader's side. A file made by a later version may have a longer header and more slots;
+ * the counts in its header say where things are, and what this build does not know is left
+ * out. A file whose sizes do not add up is -EPROTO.
+ */
+int san_stats_file_read(const char *path, struct san_stats_file *out)
+{
+	unsigned char buf[16384];
+	const struct san_stats_hdr *h = (const void *)buf;
+	uint32_t nc, nr;
+	size_t need;
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf));
+	if (n < 0)
+		n = -errno;
+	san_stats_sys_close(fd);
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n < sizeof(*h) || h->magic != SAN_STATS_MAGIC ||
+	    h->version != SAN_STATS_VERSION || h->hdr_len < sizeof(*h) || h->nr_counters > 4096 ||
+	    h->nr_reasons > 4096)
+		return -EPROTO;
+	need = h->hdr_len + 8 * ((size_t)h->nr_counters + h->nr_reasons);
+	if ((size_t)n < need)
+		return -EPROTO;
+	memset(out, 0, sizeof(*out));
+	memcpy(&out->hdr, h, sizeof(*h));
+	nc = h->nr_counters < SAN_STATS_COUNTERS ? h->nr_counters : SAN_STATS_COUNTERS;
+	nr = h->nr_reasons < SAN_FB_SLOTS ? h->nr_reasons : SAN_FB_SLOTS;
+	memcpy(out->counters, buf + h->hdr_len, 8 * (size_t)nc);
+	memcpy(out->fallback, buf + h->hdr_len + 8 * (size_t)h->nr_counters, 8 * (size_t)nr);
+	out->hdr.nr_counters = nc;
+	out->hdr.nr_reasons = nr;
+	return 0;
+}
+
+/*
+ * Is DIR/NAME the leftover of a dead process? Only a file we can read as a stats file of
+ * ours, from our pid namespace (a pid in another one means nothing here: /dev/shm may be
+ * shared with a container), whose pid is gone or now names a process that started at
+ * another time. Anything else is left alone.
+ */
+static bool san_stats_stale(int dfd, const char *name, pid_t pid, uint64_t pidns, ino_t *ino)
+{
+	struct san_stats_hdr h;
+	struct stat st;
+	char comm[16];
+	uint64_t start;
+	long n;
+	int fd;
+
+	fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return false;
+	n = fstat(fd, &st) ? -1 : syscall(SYS_read, fd, &h, sizeof(h));
+	san_stats_sys_close(fd);
+	if (n != (long)sizeof(h) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    h.magic != SAN_STATS_MAGIC || h.version != SAN_STATS_VERSION || h.pid != pid ||
+	    !pidns || h.pidns != pidns)
+		return false;
+	*ino = st.st_ino;
+	if (kill(pid, 0) && errno == ESRCH)
+		return true;
+	san_stats_proc(pid, comm, &start);
+	return start && h.start_ticks && start != h.start_ticks;
+}
+
+/*
+ * getdents64 into a stack buffer rather than opendir(): no malloc on a path that runs inside
+ * socket() and accept(), which a program may call from anywhere.
+ */
+int san_stats_gc(const char *dir, uint64_t pidns, pid_t self)
+{
+	char buf[4096];
+	int removed = 0;
+	int dfd;
+	long n;
+
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 0;
+	while ((n = syscall(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+		long off = 0;
+
+		while (off < n) {
+			/* struct linux_dirent64: ino, off, reclen, type, name */
+			unsigned short reclen;
+			const char *name = buf + off + 19;
+			struct stat st;
+			char *end;
+			ino_t ino;
+			long pid;
+
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			off += reclen;
+			if (strncmp(name, "sanswitch.", 10) || name[10] < '1' || name[10] > '9')
+				continue;
+			pid = strtol(name + 10, &end, 10);
+			if (*end || pid <= 0 || pid > INT32_MAX || pid == self)
+				continue;
+			if (!san_stats_stale(dfd, name, (pid_t)pid, pidns, &ino))
+				continue;
+			/*
+			 * A new process with that pid may have replaced the file meanwhile
+			 * (it removes leftovers of its own pid itself): leave a new file be.
+			 */
+			if (!fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) && st.st_ino == ino &&
+			    !unlinkat(dfd, name, 0))
+				removed++;
+		}
+	}
+	san_stats_sys_close(dfd);
+	return removed;
+}
+
+/* ---------------------------------------------------------------- the live counters */
+
+/* Slow path of san_stats_live(): decide, once, where this process's counters live. */
+static struct san_stats_file *san_stats_make(void)
+{
+	struct san_stats_file *f;
+	int saved = errno;
+	pid_t pid;
+	int err;
+
+	pthread_mutex_lock(&san_st.lock);
+	f = san_st.f;
+	if (f)
+		goto out;
+	pid = getpid();
+	f = &san_stats_priv;
+	if (!__atomic_load_n(&san_st.no_file, __ATOMIC_ACQUIRE)) {
+		err = san_stats_file_create(*san_st.dir ? san_st.dir : SAN_STATS_DIR, pid, &f);
+		if (!err) {
+			san_st.mapped = true;
+			san_stats_path_for(san_st.path, sizeof(san_st.path),
+					   *san_st.dir ? san_st.dir : SAN_STATS_DIR, pid);
+			err = san_stats_gc(*san_st.dir ? san_st.dir : SAN_STATS_DIR, f->hdr.pidns,
+					   pid);
+			san_debug("stats: %s (%d leftovers of dead processes removed)", san_st.path,
+				  err);
+		} else {
+			f = &san_stats_priv;
+			san_info("stats: no file for sanstat (%s): counters kept private",
+				 strerror(-err));
+		}
+	}
+	if (f == &san_stats_priv)
+		san_stats_priv.hdr.pid = pid;
+	__atomic_store_n(&san_st.f, f, __ATOMIC_RELEASE);
+out:
+	pthread_mutex_unlock(&san_st.lock);
+	errno = saved; /* callers run after the application's call: its errno stands */
+	return f;
+}
+
+static struct san_stats_file *san_stats_live(void)
+{
+	struct san_stats_file *f = __atomic_load_n(&san_st.f, __ATOMIC_ACQUIRE);
+
+	return likely(f) ? f : san_stats_make();
+}
+
+/*
+ * Relaxed atomic adds: sanstat reads while we count, and several threads count at once. The
+ * callers are connection setup and teardown, never the read/write fast paths; an engine data
+ * path should count per connection and add here when the connection ends.
+ */
+void san_stats_add(enum san_stat s, uint64_t n)
+{
+	if (!san_stats_enabled() || (unsigned int)s >= SAN_STAT_NR || !n)
+		return;
+	__atomic_fetch_add(&san_stats_live()->counters[s], n, __ATOMIC_RELAXED);
+}
+
+void san_stats_fallback(unsigned int reason)
+{
+	struct san_stats_file *f;
+
+	if (!san_stats_enabled())
+		return;
+	f = san_stats_live();
+	__atomic_fetch_add(&f->fallback[san_fb_slot(reason)], 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&f->counters[SAN_STAT_FALLBACK], 1, __ATOMIC_RELAXED);
+}
+
+uint64_t san_stats_get(enum san_stat s)
+{
+	struct san_stats_file *f = __atomic_load_n(&san_st.f, __ATOMIC_ACQUIRE);
+
+	if (!f || (unsigned int)s >= SAN_STAT_NR)
+		return 0;
+	return __atomic_load_n(&f->counters[s], __ATOMIC_RELAXED);
+}
+
+uint64_t san_stats_get_fallback(unsigned int reason)
+{
+	struct san_stats_file *f = __atomic_load_n(&san_st.f, __ATOMIC_ACQUIRE);
+
+	return f ? __atomic_load_n(&f->fallback[san_fb_slot(reason)], __ATOMIC_RELAXED) : 0;
+}
+
+void san_stats_track(void)
+{
+	if (san_stats_enabled())
+		san_stats_live();
+}
+
+const struct san_stats_file *san_stats_current(void)
+{
+	return __atomic_load_n(&san_st.f, __ATOMIC_ACQUIRE);
+}
+
+const char *san_stats_path(void)
+{
+	return *san_st.path ? san_st.path : NULL;
+}
+
+/* ---------------------------------------------------------------- TCP byte counts */
+
+/*
+ * The kernel counts sequence space, not payload: bytes_acked includes the active side's SYN
+ * (acked at once when the connection is established) and our FIN once acked; bytes_received
+ * includes the peer's FIN once received. Payload is therefore:
+ *  - tx: bytes_sent - bytes_retrans (data put on the wire once; no SYN or FIN in it) plus
+ *    notsent_bytes (queued at close, sent after it). On kernels without those fields
+ *    (< 4.19): bytes_acked minus the SYN and minus our FIN where the state shows it acked.
+ *  - rx: bytes_received minus the peer's FIN where the state shows it received.
+ * In state CLOSE the state no longer tells whether a FIN or a RST ended the connection, so
+ * there a count may include one FIN byte: never less than the payload, at most one more.
+ * An active connection whose SYN was never acked (refused, timed out, abandoned) was no
+ * connection at all.
+ */
+bool san_stats_tcp_payload(const struct san_tcp_counts *tc, bool active, uint64_t *tx, uint64_t *rx)
+{
+	bool fin_in, fin_out_acked;
+	uint64_t t, r;
+
+	if (active && (tc->bytes_acked == 0 || tc->state == SAN_TCP_SYN_SENT))
+		return false;
+	fin_in = tc->state == SAN_TCP_CLOSE_WAIT || tc->state == SAN_TCP_LAST_ACK ||
+		 tc->state == SAN_TCP_CLOSING || tc->state == SAN_TCP_TIME_WAIT;
+	fin_out_acked = tc->state == SAN_TCP_FIN_WAIT2 || tc->state == SAN_TCP_TIME_WAIT;
+
+	r = tc->bytes_received;
+	if (fin_in && r > 0)
+		r--;
+	if (tc->have_sent) {
+		t = tc->bytes_sent >= tc->bytes_retrans ? tc->bytes_sent - tc->bytes_retrans : 0;
+		t += tc->notsent_bytes;
+	} else {
+		t = tc->bytes_acked;
+		if (active && t > 0)
+			t--;
+		if (fin_out_acked && t > 0)
+			t--;
+	}
+	*tx = t;
+	*rx = r;
+	return true;
+}
+
+/* Has the struct tcp_info the kernel filled (@len bytes) got @field? */
+#define SAN_TI_HAS(len, field) \
+	((len) >= offsetof(struct tcp_info, field) + sizeof(((struct tcp_info *)0)->field))
+
+void san_stats_conn_end(int fd, bool active, unsigned int reason)
+{
+	struct san_tcp_counts tc = { 0 };
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int saved = errno;
+	uint64_t tx, rx;
+
+	if (!san_stats_enabled())
+		return;
+	memset(&ti, 0, sizeof(ti));
+	/*
+	 * The system call, not getsockopt(): ours would hand a switched fd to the engine. It
+	 * fails for an fd that is no TCP socket any more (an entry left behind by a close we
+	 * could not see): nothing is counted then.
+	 */
+	if (syscall(SYS_getsockopt, fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    !SAN_TI_HAS(len, tcpi_bytes_received)) {
+		errno = saved;
+		return;
+	}
+	tc.state = ti.tcpi_state;
+	tc.bytes_acked = ti.tcpi_bytes_acked;
+	tc.bytes_received = ti.tcpi_bytes_received;
+	if (SAN_TI_HAS(len, tcpi_bytes_retrans) && SAN_TI_HAS(len, tcpi_notsent_bytes)) {
+		tc.have_sent = true;
+		tc.bytes_sent = ti.tcpi_bytes_sent;
+		tc.bytes_retrans = ti.tcpi_bytes_retrans;
+		tc.notsent_bytes = ti.tcpi_notsent_bytes;
+	}
+	if (!san_stats_tcp_payload(&tc, active, &tx, &rx)) {
+		san_debug("fd %d: connection never established: not counted", fd);
+		return;
+	}
+	san_debug("fd %d: connection ends: tcp state %u, tx %" PRIu64 " rx %" PRIu64 " bytes", fd,
+		  tc.state, tx, rx);
+	san_stats_add(SAN_STAT_TCP_TX_BYTES, tx);
+	san_stats_add(SAN_STAT_TCP_RX_BYTES, rx);
+	if (reason)
+		san_stats_fallback(reason);
+}
+
+/* ---------------------------------------------------------------- one count per connection */
+
+/*
+ * dup()ed fds share one connection, and the kernel's counters are the connection's, so it must
+ * be counted once: when the process lets go of its last fd of it. An fd that never took part
+ * in a dup (no SAN_FDF_DUP; the common case) is its connection's only fd and costs nothing
+ * more. For the others the socket's inode (fstat) tells which tracked fds are the same
+ * connection; there are few of them, and this runs on close only.
+ *
+ * @from: the first fd number to compare with (0 at close: any other fd keeps the connection;
+ * fd + 1 at exit, where every fd is counted in one pass: only the highest fd of a connection
+ * counts it).
+ */
+static bool san_stats_shared_elsewhere(int fd, unsigned int from)
+{
+	unsigned int hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
+	struct stat st, o;
+	int saved = errno;
+	bool found = false;
+	unsigned int i;
+
+	if (fstat(fd, &st))
+		goto out;
+	for (i = from; i < hw && !found; i++) {
+		struct san_fd *g = san_fd_get((int)i);
+
+		if (!g || (int)i == fd || !(san_fd_flags(g) & SAN_FDF_DUP))
+			continue;
+		found = !fstat((int)i, &o) && o.st_ino == st.st_ino && o.st_dev == st.st_dev;
+	}
+out:
+	errno = saved;
+	return found;
+}
+
+static bool san_stats_is_conn(enum san_fd_state s)
+{
+	/*
+	 * Until the engine decides connections, every connected tracked socket that ends is a
+	 * fallback that was never attempted. SWITCHED ones will be counted by the engine.
+	 */
+	return s == SAN_FD_ACTIVE || s == SAN_FD_PASSIVE;
+}
+
+enum san_fd_state san_stats_fd_close(int fd)
+{
+	struct san_fd *f = san_fd_get(fd);
+	enum san_fd_state state, old;
+
+	if (!f)
+		return SAN_FD_UNTRACKED;
+	state = san_fd_state(f);
+	if (!san_stats_enabled() || !san_stats_is_conn(state))
+		return san_fd_clear(fd);
+	if (likely(!(san_fd_flags(f) & SAN_FDF_DUP))) {
+		san_stats_conn_end(fd, state == SAN_FD_ACTIVE, SAN_FB_NOT_ATTEMPTED);
+		return san_fd_clear(fd);
+	}
+	/*
+	 * Decide and forget under one lock: two threads closing the last two fds of a connection
+	 * at once must not each see the other's entry and both leave the count to it. The
+	 * counters exist before the lock is taken (their creation takes it too).
+	 */
+	san_stats_live();
+	pthread_mutex_lock(&san_st.lock);
+	if (!san_stats_shared_elsewhere(fd, 0))
+		san_stats_conn_end(fd, state == SAN_FD_ACTIVE, SAN_FB_NOT_ATTEMPTED);
+	old = san_fd_clear(fd);
+	pthread_mutex_unlock(&san_st.lock);
+	return old;
+}
+
+/* ---------------------------------------------------------------- process life */
+
+static void san_stats_forget(bool unlink_file)
+{
+	if (san_st.mapped) {
+		if (unlink_file && *san_st.path)
+			unlink(san_st.path);
+		san_stats_file_unmap(san_st.f);
+	}
+	san_st.f = NULL;
+	san_st.mapped = false;
+	san_st.no_file = false;
+	san_st.exited = 0;
+	san_st.path[0] = '\0';
+	memset(&san_stats_priv, 0, sizeof(san_stats_priv));
+}
+
+void san_stats_reset(const char *dir)
+{
+	san_stats_forget(true);
+	snprintf(san_st.dir, sizeof(san_st.dir), "%s", dir ? dir : "");
+	san_st.pid = getpid();
+}
+
+void san_stats_init(void)
+{
+	if (!san_stats_enabled())
+		return;
+	san_st.pid = getpid();
+	/*
+	 * atexit() rather than a destructor: registered this early, at load, it runs after the
+	 * program's own exit handlers (which may still close connections), and only in the
+	 * library, never in the unit runner that links core/ too.
+	 */
+	if (atexit(san_stats_exit))
+		san_warn("stats: atexit failed: no line at exit");
+}
+
+/*
+ * Only the forking thread lives on in the child, and it may have forked while another thread
+ * held the lock. The parent's mapping is shared with the parent: the child must never count
+ * into it nor remove it. Its own file comes, like any process's, with its first count.
+ */
+void san_stats_atfork_child(void)
+{
+	pthread_mutex_init(&san_st.lock, NULL);
+	san_stats_forget(false);
+	san_st.pid = getpid();
+}
+
+/*
+ * The new image keeps the pid and, if it runs the switch, creates its file under the same
+ * name. The old image's counters are not printed: the pid's line comes from the image that
+ * exits. vfork: the child shares our memory, and its pid is not ours: it touches nothing.
+ */
+void san_stats_before_exec(void)
+{
+	if (!san_st.mapped || !*san_st.path || san_st.pid != getpid())
+		return;
+	unlink(san_st.path);
+	san_st.path[0] = '\0';
+}
+
+size_t san_stats_format_line(char *buf, size_t size, const struct san_stats_file *f)
+{
+	size_t len = 0;
+	unsigned int i;
+	int n;
+
+	if (size < 2)
+		return 0;
+	n = snprintf(buf, size - 1, "sanswitch: pid=%d", (int)f->hdr.pid);
+	len = n > 0 ? (size_t)n : 0;
+	for (i = 0; i < SAN_STAT_NR && len < size - 1; i++) {
+		n = snprintf(buf + len, size - 1 - len, " %s=%" PRIu64, san_stat_names[i],
+			     __atomic_load_n(&f->counters[i], __ATOMIC_RELAXED));
+		len += n > 0 ? (size_t)n : 0;
+	}
+	for (i = 0; i < SAN_FB_SLOTS && len < size - 1; i++) {
+		uint64_t v = __atomic_load_n(&f->fallback[i], __ATOMIC_RELAXED);
+
+		if (!v)
+			continue;
+		n = snprintf(buf + len, size - 1 - len, " fallback_%s=%" PRIu64, san_fb_name(i), v);
+		len += n > 0 ? (size_t)n : 0;
+	}
+	if (len > size - 2)
+		len = size - 2; /* truncated: still one line */
+	buf[len++] = '\n';
+	buf[len] = '\0';
+	return len;
+}
+
+/*
+ * The connections still open at exit end now; each counted once (see above). Called with the
+ * lock held and the counters in place, so nothing below takes the lock again.
+ */
+static void san_stats_count_open(void)
+{
+	unsigned int hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
+	unsigned int i;
+
+	for (i = 0; i < hw; i++) {
+		struct san_fd *g = san_fd_get((int)i);
+		enum san_fd_state s;
+
+		if (!g || !san_stats_is_conn(s = san_fd_state(g)))
+			continue;
+		if ((san_fd_flags(g) & SAN_FDF_DUP) && san_stats_shared_elsewhere((int)i, i + 1))
+			continue;
+		san_stats_conn_end((int)i, s == SAN_FD_ACTIVE, SAN_FB_NOT_ATTEMPTED);
+	}
+}
+
+/*
+ * The lock, if it can be had within about a millisecond. The exit hook also runs from _exit(),
+ * possibly in a signal handler that interrupted this very thread inside the lock: waiting
+ * there would hang the exit forever.
+ */
+static bool san_stats_trylock(void)
+{
+	struct timespec ts = { 0, 10000 };
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		if (!pthread_mutex_trylock(&san_st.lock))
+			return true;
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+/*
+ * At exit(), return from main, _exit() or _Exit(). A process killed by a signal runs none of
+ * this: its file stays behind (sanstat tells a dead process's file by its pid and start_ticks).
+ * Other threads may still run: they see the counters as they were, and the file goes away
+ * under them harmlessly.
+ */
+void san_stats_exit(void)
+{
+	struct san_stats_file *f;
+	char line[4096];
+	size_t len;
+
+	if (!san_stats_enabled() || san_st.pid != getpid() ||
+	    __atomic_exchange_n(&san_st.exited, 1, __ATOMIC_ACQ_REL))
+		return;
+	/* From here a first count goes to private memory: no file made just to be removed. */
+	__atomic_store_n(&san_st.no_file, true, __ATOMIC_RELEASE);
+	if (san_cfg.stats == SAN_CFG_STATS_PRINT) {
+		/* Only the line needs the connections still open: a file about to go does not. */
+		if (san_stats_trylock()) {
+			if (!san_st.f) {
+				san_stats_priv.hdr.pid = san_st.pid;
+				__atomic_store_n(&san_st.f, &san_stats_priv, __ATOMIC_RELEASE);
+			}
+			san_stats_count_open();
+			pthread_mutex_unlock(&san_st.lock);
+		}
+		f = __atomic_load_n(&san_st.f, __ATOMIC_ACQUIRE);
+		if (!f) {
+			f = &san_stats_priv;
+			f->hdr.pid = san_st.pid;
+		}
+		/*
+		 * stderr may have been closed and its number reused for one of the program's
+		 * own TCP connections: the line must not go into the peer's byte stream.
+		 */
+		if (!san_fd_get(STDERR_FILENO)) {
+			len = san_stats_format_line(line, sizeof(line), f);
+			san_log_raw(line, len);
+		}
+	}
+	f = __atomic_load_n(&san_st.f, __ATOMIC_ACQUIRE);
+	if (f && san_st.mapped) {
+		__atomic_fetch_or(&f->hdr.flags, SAN_STATS_F_EXITED, __ATOMIC_RELEASE);
+		if (*san_st.path)
+			unlink(san_st.path);
+	}
+}

@@ -1,0 +1,183 @@
+#!/bin/bash
+# t_stats — SANSWITCH_STATS=1: one line per process at exit with the TCP bytes the programs really
+# moved, switched=0 while nothing switches; the live file in /dev/shm; SANSWITCH_DISABLE=1 inert and
+# silent; bad SANSWITCH_* values warn once each and the program still works.
+# timeout: 180
+# shellcheck source=tests/e2e/lib.sh
+. "$(dirname -- "$0")/lib.sh"
+need_build
+need_cmd iperf3
+
+SHM=/dev/shm
+LINE_RE='^sanswitch: pid=[0-9]+ switched=[0-9]+ fallback=[0-9]+ san_tx_bytes=[0-9]+ san_rx_bytes=[0-9]+ tcp_tx_bytes=[0-9]+ tcp_rx_bytes=[0-9]+( [a-z_]+=[0-9]+)*$'
+
+# stats_line FILE — the one stats line in FILE (fails unless there is exactly one, well formed).
+stats_line() {
+	local n
+	n=$(grep -c '^sanswitch: pid=' "$1")
+	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines, expected exactly 1"; }
+	grep -E "$LINE_RE" "$1" || { show "$1"; fail "$(basename -- "$1"): malformed stats line"; }
+}
+
+# field LINE KEY — the value of KEY=... in a stats line. (Callers in $(...) add "|| exit 1": a fail
+# there only leaves the subshell.)
+field() {
+	local v
+	v=$(printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p")
+	[ -n "$v" ] || fail "no field $2 in: $1"
+	echo "$v"
+}
+
+# ge NAME A B — A >= B, or fail.
+ge() { [ "$2" -ge "$3" ] || fail "$1: $2 < $3"; }
+
+# iperf_bytes FILE KEY — end.<KEY>.bytes from an iperf3 -J report.
+iperf_bytes() {
+	"$PY" -c 'import json, sys
+print(json.load(open(sys.argv[1]))["end"][sys.argv[2]]["bytes"])' "$1" "$2"
+}
+
+export SANSWITCH_STATS=1
+
+# ------------------------------------------------------------ iperf3, both ends preloaded
+N=$((256 * 1024 * 1024))
+start_listener ip.srv pre 4 iperf3 -s -1 -J -B 127.0.0.1 -p '{PORT}'
+# The server's listening socket is tracked: its live file exists, private to the user.
+f=$SHM/sanswitch.$SERVER_PID
+[ -f "$f" ] || fail "no live stats file $f for the preloaded iperf3 server"
+[ "$(stat -c %a "$f")" = 600 ] || fail "$f has mode $(stat -c %a "$f"), expected 600"
+rc=0
+as_t pre 60 iperf3 -c 127.0.0.1 -p "$SERVER_PORT" -J -n "$N" >"$TMP/ip.cli.json" 2>"$TMP/ip.cli.err" || rc=$?
+srv_rc=0
+wait_pid "$SERVER_PID" 20 || srv_rc=$?
+[ "$rc" -eq 0 ] && [ "$srv_rc" -eq 0 ] || {
+	show "$TMP/ip.cli.err" "$TMP/ip.srv.err"
+	fail "iperf3: client exit $rc, server exit $srv_rc"
+}
+[ ! -e "$f" ] || fail "$f still there after the server exited"
+sent=$(iperf_bytes "$TMP/ip.cli.json" sum_sent)
+recvd=$(iperf_bytes "$TMP/ip.srv.out" sum_received)
+cl=$(stats_line "$TMP/ip.cli.err") || exit 1
+sl=$(stats_line "$TMP/ip.srv.err") || exit 1
+log "client: $cl"
+log "server: $sl"
+[ "$(field "$sl" pid)" = "$SERVER_PID" ] || fail "server line names pid $(field "$sl" pid), not $SERVER_PID"
+[ ! -e "$SHM/sanswitch.$(field "$cl" pid)" ] || fail "client's stats file left behind"
+for l in "$cl" "$sl"; do
+	[ "$(field "$l" switched)" -eq 0 ] || fail "switched != 0 with no engine: $l"
+	[ "$(field "$l" san_tx_bytes)" -eq 0 ] && [ "$(field "$l" san_rx_bytes)" -eq 0 ] ||
+		fail "SAN bytes with no engine: $l"
+	# iperf3: one control and one data connection, both ended on TCP, never attempted.
+	[ "$(field "$l" fallback)" -eq 2 ] || fail "fallback != 2: $l"
+	[ "$(field "$l" fallback_not_attempted)" -eq 2 ] || fail "fallback_not_attempted != 2: $l"
+done
+[ "$(field "$cl" connects)" -eq 2 ] || fail "client connects != 2"
+[ "$(field "$sl" accepts)" -eq 2 ] || fail "server accepts != 2"
+ge "client tcp_tx_bytes vs iperf3 sent" "$(field "$cl" tcp_tx_bytes)" "$sent"
+ge "server tcp_rx_bytes vs iperf3 received" "$(field "$sl" tcp_rx_bytes)" "$recvd"
+ge "client tcp_tx_bytes vs -n" "$(field "$cl" tcp_tx_bytes)" "$N"
+log "iperf3: sent=$sent received=$recvd; lines and byte counts agree"
+
+# ------------------------------------------------------------ the verifier: dup'ed fds, half-close
+# Every connection is read through a dup() of its socket: still counted once.
+C=8
+vpair v pre pre "$C" -T 2 --dup --half-close -- -T 2 --dup --half-close -b 3M -s 7
+cl=$(stats_line "$TMP/v.cli.err") || exit 1
+sl=$(stats_line "$TMP/v.srv.err") || exit 1
+log "client: $cl"
+log "server: $sl"
+for l in "$cl" "$sl"; do
+	[ "$(field "$l" switched)" -eq 0 ] || fail "switched != 0: $l"
+	[ "$(field "$l" fallback)" -eq "$C" ] || fail "fallback != $C (dup'ed fds counted twice?): $l"
+	ge "tcp_tx_bytes" "$(field "$l" tcp_tx_bytes)" "$VBYTES"
+	ge "tcp_rx_bytes" "$(field "$l" tcp_rx_bytes)" "$VBYTES"
+done
+log "sanverify: $C conns, $VBYTES bytes verified; each side counted $C connections"
+
+# One side only: the plain side prints nothing, the preloaded one its line.
+vpair one pre none 2 -- -b 1M
+stats_line "$TMP/one.srv.err" >/dev/null || exit 1
+! grep -q '^sanswitch' "$TMP/one.cli.err" || fail "a client without the preload printed a stats line"
+
+# ------------------------------------------------------------ fork and exec
+# Every process prints at most one line, for its own pid; no file is left behind.
+head -c $((2 * 1024 * 1024)) /dev/urandom >"$TMP/data"
+rc=0
+as_t pre 60 "$PY" "$E2E_DIR/forkexec.py" "$TMP/data" >"$TMP/fe.out" 2>"$TMP/fe.err" || rc=$?
+[ "$rc" -eq 0 ] || { show "$TMP/fe.out" "$TMP/fe.err"; fail "forkexec.py exited $rc"; }
+grep '^sanswitch: pid=' "$TMP/fe.err" | sed 's/^sanswitch: pid=\([0-9]*\) .*/\1/' | sort >"$TMP/fe.pids"
+[ -s "$TMP/fe.pids" ] || fail "forkexec: no stats lines at all"
+dups=$(uniq -d "$TMP/fe.pids")
+[ -z "$dups" ] || { show "$TMP/fe.err"; fail "forkexec: more than one line for pid(s) $dups"; }
+if grep '^sanswitch: pid=' "$TMP/fe.err" | grep -Ev "$LINE_RE"; then
+	fail "forkexec: malformed stats line(s) above"
+fi
+while read -r p; do
+	[ ! -e "$SHM/sanswitch.$p" ] || fail "forkexec: $SHM/sanswitch.$p left behind"
+done <"$TMP/fe.pids"
+# An image that execs (same pid) after counting a connection prints once, from the last image.
+# ($PY may itself be a wrapper script with processes of its own: only its pid is looked at.)
+rc=0
+as_t pre 30 "$PY" -c 'import os, socket, sys
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
+c = socket.create_connection(l.getsockname()); a, _ = l.accept(); a.close(); c.close()
+print(os.getpid()); sys.stdout.flush()
+os.execv("/bin/sh", ["sh", "-c", "exit 0"])' >"$TMP/ex.out" 2>"$TMP/ex.err" || rc=$?
+[ "$rc" -eq 0 ] || { show "$TMP/ex.err"; fail "exec case exited $rc"; }
+p=$(cat "$TMP/ex.out")
+n=$(grep -c "^sanswitch: pid=$p " "$TMP/ex.err")
+[ "$n" -eq 1 ] || { show "$TMP/ex.err"; fail "exec: $n lines for pid $p, expected 1"; }
+dups=$(grep '^sanswitch: pid=' "$TMP/ex.err" | sed 's/^sanswitch: pid=\([0-9]*\) .*/\1/' | sort | uniq -d)
+[ -z "$dups" ] || fail "exec: more than one line for pid(s) $dups"
+[ ! -e "$SHM/sanswitch.$p" ] || fail "exec: stats file left behind"
+log "fork/exec: $(wc -l <"$TMP/fe.pids") processes, one line each; exec'ing image: one line"
+
+# ------------------------------------------------------------ SANSWITCH_STATS=0: no file, no line
+export SANSWITCH_STATS=0
+start_server off.srv pre --conns-total 1 -t 30
+[ ! -e "$SHM/sanswitch.$SERVER_PID" ] || fail "SANSWITCH_STATS=0 still made $SHM/sanswitch.$SERVER_PID"
+as_t pre 30 "$SANVERIFY" client -p "$SERVER_PORT" -b 1M >"$TMP/off.cli.out" 2>"$TMP/off.cli.err" ||
+	fail "SANSWITCH_STATS=0: client failed"
+wait_pid "$SERVER_PID" 20 || fail "SANSWITCH_STATS=0: server failed"
+! grep -q '^sanswitch' "$TMP/off.cli.err" "$TMP/off.srv.err" || fail "SANSWITCH_STATS=0 printed a stats line"
+export SANSWITCH_STATS=1
+
+# ------------------------------------------------------------ SANSWITCH_DISABLE=1: inert, silent
+# Even with debug logging, bad values and stats asked for: not one byte on stderr, no file.
+export SANSWITCH_DISABLE=1 SANSWITCH_LOG=debug SANSWITCH_BULK=bogus
+vpair dis pre pre 4 -- -b 1M -s 3
+for e in "$TMP/dis.cli.err" "$TMP/dis.srv.err"; do
+	! grep -q sanswitch "$e" || { show "$e"; fail "SANSWITCH_DISABLE=1 but the library wrote to $(basename -- "$e")"; }
+done
+start_server dis2.srv pre --conns-total 1 -t 30
+[ ! -e "$SHM/sanswitch.$SERVER_PID" ] || fail "SANSWITCH_DISABLE=1 still made a stats file"
+as_t pre 30 "$SANVERIFY" client -p "$SERVER_PORT" -b 64K >/dev/null 2>&1 || fail "disabled: client failed"
+wait_pid "$SERVER_PID" 20 || fail "disabled: server failed"
+# The positive control: the same run without DISABLE does track (debug lines) and count.
+unset SANSWITCH_DISABLE SANSWITCH_BULK
+vpair dbg pre pre 1 -- -b 64K
+grep -Eq '^sanswitch\[[0-9]+\]: debug: fd [0-9]+: (tracked tcp socket|passive)' "$TMP/dbg.srv.err" ||
+	{ show "$TMP/dbg.srv.err"; fail "positive control: no tracking debug lines without DISABLE"; }
+unset SANSWITCH_LOG
+log "SANSWITCH_DISABLE=1: silent and untracked; without it: tracked"
+
+# ------------------------------------------------------------ bad values: one warning each, still works
+export SANSWITCH_BULK=bogus SANSWITCH_INLINE_MAX=9M SANSWITCH_SPIN_US=-3 SANSWITCH_PROVIDER=ib \
+	SANSWITCH_FAULT=reg_fail,nope SANSWITCH_DISABLE=yes SANSWITCH_STATS=2
+vpair bad pre pre 2 -- -b 2M -s 5
+for e in "$TMP/bad.cli.err" "$TMP/bad.srv.err"; do
+	for want in 'SANSWITCH_BULK=bogus not understood (accepted: auto|read|grant|inline), using auto' \
+		'SANSWITCH_INLINE_MAX=9M out of range (accepted: 0..1M bytes' \
+		'SANSWITCH_SPIN_US=-3 not understood (accepted: 0..1000000 microseconds), using 50' \
+		'SANSWITCH_PROVIDER=ib not understood (accepted: auto|shm|verbs), using auto' \
+		'SANSWITCH_FAULT=reg_fail,nope not understood (accepted: a comma list of reg_fail,' \
+		'SANSWITCH_DISABLE=yes not understood (accepted: 0|1), using 0' \
+		'SANSWITCH_STATS=2 not understood (accepted: 0|1)'; do
+		n=$(grep -cF -- "$want" "$e")
+		[ "$n" -eq 1 ] || { show "$e"; fail "$(basename -- "$e"): '$want' seen $n times, expected once"; }
+	done
+	# Nothing but those seven warnings (and no stats line: SANSWITCH_STATS fell back to no line).
+	n=$(grep -c sanswitch "$e")
+	[ "$n" -eq 7 ] || { show "$e"; fail "$(basename -- "$e"): $n lines from the library, expected 7"; }
+done
+log "bad values: 7 warnings per process, bytes verified ($VBYTES)"
