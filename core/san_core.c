@@ -3,6 +3,7 @@
 
 #include "core/san_config.h"
 #include "core/san_core.h"
+#include "core/san_engine.h"
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
 #include "core/san_stats.h"
@@ -28,12 +29,13 @@ void san_core_init(void)
 /*
  * Runs in the child of every fork(), also the ones libc makes for itself
  * (daemon()), as a pthread_atfork() child handler. The child already holds a
- * copy of the fd table; no thread of the engine survives the fork, so this
- * is where the engine will re-create itself lazily. The statistics start
+ * copy of the fd table; no thread of the engine survives the fork, so the
+ * engine forgets its thread here and re-creates itself lazily. The statistics start
  * over: the child's counters are its own.
  */
 void san_core_atfork_child(void)
 {
+	san_engine_atfork_child();
 	san_stats_atfork_child();
 }
 
