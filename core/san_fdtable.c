@@ -4,6 +4,8 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core/san_fdtable.h"
 
@@ -91,6 +93,29 @@ void san_fdtable_free(void)
 }
 
 /*
+ * A vfork() child (CPython's subprocess, posix_spawn-like code) shares our
+ * memory and runs our close()/dup2()/close_range() wrappers before it execs:
+ * any write it made would land in the parent's table and forget the
+ * parent's live sockets. So the table remembers the pid it belongs to (set
+ * at load and in the fork() child handler, which vfork() does not run), and
+ * every writer of a tracked entry first checks it is running in that pid.
+ * The raw syscall: getpid() in a vfork child must not be served from any
+ * cache shared with the parent. Writers only: the data path never pays it.
+ * 0 (unit tests, before load) means no check.
+ */
+void san_fdtable_set_owner(int pid)
+{
+	__atomic_store_n(&san_fdt.owner, pid, __ATOMIC_RELAXED);
+}
+
+bool san_fdtable_owned(void)
+{
+	int owner = __atomic_load_n(&san_fdt.owner, __ATOMIC_RELAXED);
+
+	return owner == 0 || owner == (int)syscall(SYS_getpid);
+}
+
+/*
  * The only sockets the switch will ever consider: kernel TCP over IPv4/IPv6.
  * UDP, UNIX, raw, netlink, SCTP (IPPROTO_SCTP) and MPTCP (IPPROTO_MPTCP) are
  * stream or not, but not plain TCP, and are never recorded.
@@ -139,6 +164,9 @@ int san_fd_track(int fd, enum san_fd_state state, uint32_t flags)
 		san_fd_clear(fd);
 		return 0;
 	}
+	/* A vfork child records nothing: as if the fd were beyond the table. */
+	if (unlikely(!san_fdtable_owned()))
+		return -ERANGE;
 	san_fd_raise_hiwater(fd);
 	/* Flags first: whoever sees the state (acquire) sees the flags that go with it. */
 	__atomic_store_n(&f->flags, flags, __ATOMIC_RELAXED);
@@ -159,6 +187,8 @@ int san_fd_set_state(int fd, enum san_fd_state state)
 	if (!f)
 		return san_fd_slot_err(fd);
 	old = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
+	if (old == SAN_FD_UNTRACKED || !san_fdtable_owned())
+		return -ENOENT;
 	do {
 		if (old == SAN_FD_UNTRACKED)
 			return -ENOENT;
@@ -172,7 +202,7 @@ int san_fd_set_flags(int fd, uint32_t set, uint32_t clear)
 {
 	struct san_fd *f = san_fd_get(fd);
 
-	if (!f)
+	if (!f || !san_fdtable_owned())
 		return -ENOENT;
 	if (set)
 		__atomic_fetch_or(&f->flags, set, __ATOMIC_RELAXED);
@@ -213,6 +243,9 @@ enum san_fd_state san_fd_clear(int fd)
 
 	if (!f || __atomic_load_n(&f->state, __ATOMIC_RELAXED) == SAN_FD_UNTRACKED)
 		return SAN_FD_UNTRACKED;
+	/* The caller may go on to close the fd: in a vfork child, only its own copy. */
+	if (unlikely(!san_fdtable_owned()))
+		return SAN_FD_UNTRACKED;
 	old = __atomic_exchange_n(&f->state, SAN_FD_UNTRACKED, __ATOMIC_ACQ_REL);
 	__atomic_store_n(&f->flags, 0, __ATOMIC_RELAXED);
 	san_fd_count_switched(old, SAN_FD_UNTRACKED);
@@ -225,7 +258,7 @@ void san_fd_clear_range(unsigned int first, unsigned int last)
 	unsigned int hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
 	unsigned int fd;
 
-	if (hw == 0 || first >= hw)
+	if (hw == 0 || first >= hw || !san_fdtable_owned())
 		return;
 	if (last >= hw)
 		last = hw - 1;

@@ -52,6 +52,7 @@ struct san_fdtable {
 	unsigned int size;    /* number of slots; 0 until allocated, so every fd is untracked */
 	unsigned int hiwater; /* 1 + highest fd ever tracked: bounds range clears */
 	int nswitched;	      /* entries in SAN_FD_SWITCHED: waits skip their scan at 0 */
+	int owner;	      /* pid allowed to write the table; 0: any (see san_fdtable_set_owner()) */
 };
 
 extern struct san_fdtable san_fdt;
@@ -63,6 +64,8 @@ unsigned int san_fdtable_size_for(unsigned long long rlim_max);
 int san_fdtable_init(void);
 int san_fdtable_alloc(unsigned int nr);
 void san_fdtable_free(void);
+void san_fdtable_set_owner(int pid);
+bool san_fdtable_owned(void);
 
 bool san_fd_tcp_candidate(int domain, int type, int protocol);
 int san_fd_track(int fd, enum san_fd_state state, uint32_t flags);

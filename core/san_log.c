@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/san_fdtable.h"
 #include "core/san_log.h"
 
 int san_log_level = SAN_LOG_WARN;
@@ -58,6 +59,15 @@ void san_log_raw(const char *buf, size_t len)
 {
 	int saved = errno;
 
+	/*
+	 * fd 2 may be a TCP socket the application tracks (a daemon that closed
+	 * stderr and reused the number, inetd-style stdio on the connection):
+	 * a log line there would land in the peer's byte stream, or raise
+	 * SIGPIPE, and write() has no MSG_NOSIGNAL. Drop the line instead. Any
+	 * other stderr (tty, file, pipe, journald's AF_UNIX socket) is untracked.
+	 */
+	if (san_fd_get(STDERR_FILENO))
+		return;
 	while (len > 0) {
 		long n = syscall(SYS_write, STDERR_FILENO, buf, len);
 

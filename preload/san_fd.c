@@ -10,6 +10,26 @@ SAN_EXPORT int close(int fd)
 }
 
 /*
+ * fclose() of an fdopen()ed socket closes the fd inside libc, where close()
+ * is not interposed: forget the entry first, as close() does. Most FILEs
+ * are files, whose fd is untracked: one fileno and one load. fileno() fails
+ * with EBADF on fmemopen()-like streams; that errno is not the caller's.
+ */
+SAN_EXPORT int fclose(FILE *stream)
+{
+	int saved = errno;
+	int fd = stream ? fileno_unlocked(stream) : -1;
+
+	errno = saved;
+	if (fd >= 0) {
+		if (unlikely(san_switched(fd)))
+			san_no_engine(fd, __func__);
+		san_track_close(fd);
+	}
+	return SAN_REAL(fclose)(stream);
+}
+
+/*
  * Not in the issue's list, but programs (and libc's posix_spawn file
  * actions in the child, which we do not see) close fds this way; an entry
  * left behind would describe whatever next gets the number. CLOSE_RANGE_CLOEXEC

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <unistd.h>
 #include <sys/epoll.h>
@@ -100,6 +101,7 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 	  (int, void *__restrict, size_t, size_t, int, __SOCKADDR_ARG, socklen_t *__restrict),     \
 	  false)                                                                                   \
 	X(close, int, (int), true)                                                                 \
+	X(fclose, int, (FILE *), true)                                                             \
 	X(close_range, int, (unsigned int, unsigned int, int), false)                              \
 	X(closefrom, void, (int), false)                                                           \
 	X(dup, int, (int), true)                                                                   \

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 struct san_real san_real;
 
@@ -20,6 +21,12 @@ static const struct san_real_sym san_real_syms[] = {
 	SAN_REAL_FUNCS(SAN_REAL_SYM)
 #undef SAN_REAL_SYM
 };
+
+/* A fork() child owns its copy of the table; a vfork() child, which skips this, does not. */
+static void san_real_atfork_child(void)
+{
+	san_fdtable_set_owner((int)syscall(SYS_getpid));
+}
 
 static pthread_once_t san_real_once = PTHREAD_ONCE_INIT;
 
@@ -67,11 +74,14 @@ static void san_real_init_once(void)
 	int saved = errno;
 
 	san_core_init();
+	san_fdtable_set_owner((int)syscall(SYS_getpid));
 	san_real_lookup();
 	/*
 	 * A child handler rather than work in our fork() wrapper: libc forks
 	 * for itself too (daemon()), and the handler runs for those as well.
 	 */
+	/* Child handlers run in registration order: the owner first, the core may write the table. */
+	pthread_atfork(NULL, NULL, san_real_atfork_child);
 	pthread_atfork(NULL, NULL, san_core_atfork_child);
 	san_debug("loaded: fd table of %u slots", san_fdt.size);
 	/* dlsym() and friends may set errno; a wrapper's success must not show it. */

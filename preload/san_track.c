@@ -113,8 +113,12 @@ void san_track_close(int fd)
 
 	if (likely(!san_fd_get(fd)))
 		return;
+	/* A vfork child's close is its own: the parent's entry and counts stay (san_fdtable.c). */
+	if (unlikely(!san_fdtable_owned()))
+		return;
 	old = san_stats_fd_close(fd);
-	if (old != SAN_FD_UNTRACKED)
+	/* fd 2 is still that socket until the real close: the log would write into it. */
+	if (old != SAN_FD_UNTRACKED && fd != STDERR_FILENO)
 		san_debug("fd %d: untracked (close of %s)", fd, san_fd_state_name(old));
 }
 
@@ -123,12 +127,19 @@ void san_track_close_range(unsigned int first, unsigned int last)
 {
 	unsigned int hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
 	unsigned int fd;
+	bool quiet;
 
+	/* Not in a vfork child: the table and the counts are the parent's. */
+	if (!san_fdtable_owned())
+		return;
+	/* A tracked fd 2 in the range stays that socket until the real call: no log into it. */
+	quiet = first <= STDERR_FILENO && last >= STDERR_FILENO && san_fd_get(STDERR_FILENO);
 	for (fd = first; fd < hw && fd <= last; fd++)
 		if (san_fd_get((int)fd))
 			san_stats_fd_close((int)fd);
 	san_fd_clear_range(first, last);
-	san_debug("fds %u..%u: untracked (close_range)", first, last);
+	if (!quiet)
+		san_debug("fds %u..%u: untracked (close_range)", first, last);
 }
 
 /* dup(), F_DUPFD: the new number is a fresh fd (nothing to clear first). */
@@ -162,7 +173,7 @@ struct san_fd san_track_dup_onto_begin(int oldfd, int newfd)
 	struct san_fd *f;
 	int err = errno;
 
-	if (oldfd == newfd || !(f = san_fd_get(newfd)))
+	if (oldfd == newfd || !(f = san_fd_get(newfd)) || !san_fdtable_owned())
 		return saved;
 	saved.flags = san_fd_flags(f);
 	saved.state = san_fd_state(f);

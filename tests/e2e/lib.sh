@@ -10,6 +10,13 @@
 
 set -u
 
+# The caller's SANSWITCH_* settings (a log level, a policy...) must not change what a test sees:
+# each test sets the ones it needs on the command it runs. SANSWITCH_BUILD is ours (see above).
+while IFS= read -r _v; do
+	[ "$_v" = SANSWITCH_BUILD ] || unset "$_v"
+done < <(compgen -e | grep '^SANSWITCH_')
+unset _v
+
 E2E_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd -- "$E2E_DIR/../.." && pwd)
 BUILD=${SANSWITCH_BUILD:-$ROOT/build}
@@ -182,6 +189,27 @@ s.bind(("::1" if v6 else "127.0.0.1", 0))
 print(s.getsockname()[1])
 s.close()
 EOF
+}
+
+# v6_ok WHAT — IPv6 loopback works here (bind, listen and connect on ::1; probed once). If not,
+# print a note that WHAT is skipped and return 1: containers and CI hosts often run without ::1.
+_V6=
+v6_ok() {
+	if [ -z "$_V6" ]; then
+		_V6=no
+		env -u LD_PRELOAD "$PY" - <<'EOF' >/dev/null 2>&1 && _V6=yes
+import socket
+l = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+l.bind(("::1", 0))
+l.listen(1)
+c = socket.create_connection(("::1", l.getsockname()[1]), timeout=5)
+l.accept()[0].close()
+c.close()
+EOF
+	fi
+	[ "$_V6" = yes ] && return 0
+	log "note: IPv6 loopback (::1) unavailable, skipping $*"
+	return 1
 }
 
 # listening PORT — some TCP socket listens on PORT (either family).

@@ -52,12 +52,16 @@ run() {
 	if [ "$exact" -eq 1 ]; then
 		[ "$sent" -eq "$N" ] || fail "$name: sender sent $sent of $N bytes"
 	fi
-	# The receiving side's own report must agree with what the client was told.
+	# No cross-check of the two reports: the client's figures for the server's side (received,
+	# or sent with -R) are the server's own, handed over at the test end, so they would agree
+	# by construction. What is worth checking is that the server, preloaded or not, finished
+	# and wrote a report of its own with bytes on its side of the data (received; sent with -R,
+	# all N of them with -n).
 	if [ "$reverse" -eq 1 ]; then
-		[ "$exact" -eq 0 ] || [ "$ssent" -eq "$sent" ] ||
-			fail "$name: server report sent $ssent, client report $sent"
+		[ "$ssent" -gt 0 ] || { show "$TMP/$name.srv.out"; fail "$name: server report sent $ssent"; }
+		[ "$exact" -eq 0 ] || [ "$ssent" -eq "$N" ] || fail "$name: server sent $ssent of $N bytes"
 	else
-		[ "$srecv" -eq "$recv" ] || fail "$name: server report received $srecv, client report $recv"
+		[ "$srecv" -gt 0 ] || { show "$TMP/$name.srv.out"; fail "$name: server report received $srecv"; }
 	fi
 }
 
@@ -67,6 +71,8 @@ run server_only 4 pre none -n "$N"
 run reverse_both 4 pre pre -n "$N" -R
 run reverse_client_only 4 none pre -n "$N" -R
 run reverse_server_only 4 pre none -n "$N" -R
-run ipv6_both 6 pre pre -n "$N"
+if v6_ok ipv6_both; then
+	run ipv6_both 6 pre pre -n "$N"
+fi
 run parallel4_both 4 pre pre -t 2 -P 4
 log "all iperf3 runs ok"
