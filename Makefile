@@ -85,14 +85,14 @@ install: all
 	install -d $(DESTDIR)$(LIBDIR)/sanswitch $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man7 \
 	           $(DESTDIR)$(MANDIR)/man1
 	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/sanswitch/libsanswitch.so
-	install -m 0755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(B)/sanverify $(DESTDIR)$(BINDIR)/
 	install -m 0644 man/*.7 $(DESTDIR)$(MANDIR)/man7/
 	install -m 0644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/sanswitch/libsanswitch.so
 	-rmdir $(DESTDIR)$(LIBDIR)/sanswitch 2>/dev/null
-	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS)))
+	rm -f $(DESTDIR)$(BINDIR)/sanverify
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(wildcard man/*.7)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard man/*.1)))
 
