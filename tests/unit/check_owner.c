@@ -21,6 +21,7 @@
 
 #include "core/san_owner.h"
 #include "tests/unit/suites.h"
+#include "tests/unit/unit_addr.h"
 
 /* ---- real sockets ----------------------------------------------------- */
 
@@ -134,20 +135,6 @@ static void pair_close(struct pair *p)
 	close(p->cfd);
 	close(p->sfd);
 	close(p->lfd);
-}
-
-static void addr_set(struct san_addr *a, const char *ip, uint16_t port)
-{
-	struct in_addr a4;
-
-	memset(a, 0, sizeof(*a));
-	if (inet_pton(AF_INET, ip, &a4) == 1) {
-		a->addr[10] = a->addr[11] = 0xff;
-		memcpy(a->addr + 12, &a4, 4);
-	} else {
-		ck_assert_int_eq(inet_pton(AF_INET6, ip, a->addr), 1);
-	}
-	a->port = port;
 }
 
 static bool addr_eq(const struct san_addr *a, const struct san_addr *b)
@@ -299,7 +286,7 @@ START_TEST(test_tuple)
 	san_tuple_reverse(&c, &r);
 	ck_assert(addr_eq(&r.local, &s.local));
 	ck_assert(addr_eq(&r.peer, &s.peer));
-	addr_set(&lo, _i == CFG_V6 ? "::1" : "127.0.0.1", p.port);
+	unit_addr_set(&lo, _i == CFG_V6 ? "::1" : "127.0.0.1", p.port);
 	ck_assert(addr_eq(&c.peer, &lo));
 	ck_assert(addr_eq(&s.local, &lo));
 	ck_assert_int_eq(san_addr_is_v4(&c.local), _i != CFG_V6);
@@ -468,9 +455,9 @@ START_TEST(test_parse_row_valid)
 	fmt_row(line, sizeof(line), false, "127.0.0.1", 8080, "10.1.2.3", 50000, TCP_ESTABLISHED,
 		1000, 123456);
 	ck_assert_int_eq(san_owner_parse_tcp_row(line, strlen(line), false, &row), 0);
-	addr_set(&want, "127.0.0.1", 8080);
+	unit_addr_set(&want, "127.0.0.1", 8080);
 	ck_assert(addr_eq(&row.local, &want));
-	addr_set(&want, "10.1.2.3", 50000);
+	unit_addr_set(&want, "10.1.2.3", 50000);
 	ck_assert(addr_eq(&row.peer, &want));
 	ck_assert_uint_eq(row.state, TCP_ESTABLISHED);
 	ck_assert_uint_eq(row.uid, 1000);
@@ -479,9 +466,9 @@ START_TEST(test_parse_row_valid)
 	fmt_row(line, sizeof(line), true, "::1", 443, "::ffff:192.168.7.9", 1, TCP_CLOSE_WAIT, 0,
 		4294967296ul);
 	ck_assert_int_eq(san_owner_parse_tcp_row(line, strlen(line), true, &row), 0);
-	addr_set(&want, "::1", 443);
+	unit_addr_set(&want, "::1", 443);
 	ck_assert(addr_eq(&row.local, &want));
-	addr_set(&want, "192.168.7.9", 1); /* mapped: the same 16 bytes as an IPv4 row */
+	unit_addr_set(&want, "192.168.7.9", 1); /* mapped: the same 16 bytes as an IPv4 row */
 	ck_assert(addr_eq(&row.peer, &want));
 	ck_assert_uint_eq(row.state, TCP_CLOSE_WAIT);
 	ck_assert_uint_eq(row.inode, 4294967296ull);
@@ -489,7 +476,7 @@ START_TEST(test_parse_row_valid)
 	fmt_row(line, sizeof(line), true, "fe80::1:2:3:4", 65535, "2001:db8::8", 2, TCP_LISTEN,
 		4294967295u, 0);
 	ck_assert_int_eq(san_owner_parse_tcp_row(line, strlen(line), true, &row), 0);
-	addr_set(&want, "fe80::1:2:3:4", 65535);
+	unit_addr_set(&want, "fe80::1:2:3:4", 65535);
 	ck_assert(addr_eq(&row.local, &want));
 	ck_assert_uint_eq(row.uid, 4294967295u);
 	ck_assert_uint_eq(row.state, TCP_LISTEN);
@@ -627,8 +614,8 @@ START_TEST(test_proc_file)
 	fd = mkstemp(path);
 	ck_assert_int_ge(fd, 0);
 	close(fd);
-	addr_set(&t.local, "10.0.0.1", 4000);
-	addr_set(&t.peer, "10.0.0.2", 5000);
+	unit_addr_set(&t.local, "10.0.0.1", 4000);
+	unit_addr_set(&t.peer, "10.0.0.2", 5000);
 	t.scope_id = 0;
 
 	used += (size_t)snprintf(text + used, cap - used,

@@ -19,22 +19,9 @@
 #include "core/san_owner.h"
 #include "core/san_sidechan.h"
 #include "tests/unit/suites.h"
+#include "tests/unit/unit_addr.h"
 
 /* ---- helpers ----------------------------------------------------------- */
-
-static void addr_set(struct san_addr *a, const char *ip, uint16_t port)
-{
-	struct in_addr a4;
-
-	memset(a, 0, sizeof(*a));
-	if (inet_pton(AF_INET, ip, &a4) == 1) {
-		a->addr[10] = a->addr[11] = 0xff;
-		memcpy(a->addr + 12, &a4, 4);
-	} else {
-		ck_assert_int_eq(inet_pton(AF_INET6, ip, a->addr), 1);
-	}
-	a->port = port;
-}
 
 static const char *name_text(const struct san_sidechan_name *n)
 {
@@ -54,7 +41,7 @@ static void test_name(struct san_sidechan_name *n, uint16_t port)
 {
 	struct san_addr a;
 
-	addr_set(&a, "127.0.0.1", port);
+	unit_addr_set(&a, "127.0.0.1", port);
 	ck_assert_int_eq(san_sidechan_name_listener(n, 0xfeed000000000000ull + (uint64_t)getpid(),
 						    &a, false),
 			 0);
@@ -114,8 +101,8 @@ static void propose_init(struct san_msg *m, uint32_t seq)
 	m->u.propose.provider = SAN_PROV_SHM;
 	m->u.propose.caps = 3;
 	m->u.propose.nonce = 0x0123456789abcdefull;
-	addr_set(&m->u.propose.src, "127.0.0.1", 40000);
-	addr_set(&m->u.propose.dst, "127.0.0.1", 8080);
+	unit_addr_set(&m->u.propose.src, "127.0.0.1", 40000);
+	unit_addr_set(&m->u.propose.dst, "127.0.0.1", 8080);
 	m->u.propose.params = params;
 	m->u.propose.params_len = sizeof(params);
 }
@@ -186,7 +173,7 @@ START_TEST(test_name_listener)
 	struct san_addr a;
 	char want[128];
 
-	addr_set(&a, listener_names[_i].ip, 8080);
+	unit_addr_set(&a, listener_names[_i].ip, 8080);
 	ck_assert_int_eq(
 		san_sidechan_name_listener(&n, 4026531840ull, &a, listener_names[_i].v6only), 0);
 	snprintf(want, sizeof(want), "sanswitch/v1/4026531840/%s/8080", listener_names[_i].host);
@@ -204,7 +191,7 @@ START_TEST(test_name_longest)
 	struct san_sidechan_name n;
 	struct san_addr a;
 
-	addr_set(&a, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe", 65535);
+	unit_addr_set(&a, "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe", 65535);
 	ck_assert_int_eq(san_sidechan_name_listener(&n, UINT64_MAX, &a, false), 0);
 	ck_assert_str_eq(name_text(&n), "sanswitch/v1/18446744073709551615/"
 					"ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe/65535");
@@ -217,13 +204,13 @@ START_TEST(test_dest_names)
 	struct san_sidechan_name n[SAN_SIDECHAN_DEST_NAMES];
 	struct san_addr a;
 
-	addr_set(&a, "10.1.2.3", 80);
+	unit_addr_set(&a, "10.1.2.3", 80);
 	ck_assert_int_eq(san_sidechan_dest_names(&a, 7, n), 3);
 	ck_assert_str_eq(name_text(&n[0]), "sanswitch/v1/7/10.1.2.3/80");
 	ck_assert_str_eq(name_text(&n[1]), "sanswitch/v1/7/any4/80");
 	ck_assert_str_eq(name_text(&n[2]), "sanswitch/v1/7/any/80");
 
-	addr_set(&a, "fe80::1", 443);
+	unit_addr_set(&a, "fe80::1", 443);
 	ck_assert_int_eq(san_sidechan_dest_names(&a, 7, n), 3);
 	ck_assert_str_eq(name_text(&n[0]), "sanswitch/v1/7/fe80::1/443");
 	ck_assert_str_eq(name_text(&n[1]), "sanswitch/v1/7/any6/443");
@@ -287,7 +274,7 @@ START_TEST(test_listener_name_real)
 	ck_assert_int_eq(san_sidechan_listener_name(fd, netns, &ln), 0);
 	len = sizeof(ss);
 	getsockname(fd, (struct sockaddr *)&ss, &len);
-	addr_set(&dst, real_listeners[_i].dest_ip,
+	unit_addr_set(&dst, real_listeners[_i].dest_ip,
 		 ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
 					       : ((struct sockaddr_in6 *)&ss)->sin6_port));
 	ck_assert_int_eq(san_sidechan_dest_names(&dst, netns, dn), 3);
@@ -383,13 +370,13 @@ START_TEST(test_connect_absent)
 			 100000000L);
 
 	/* Only the dual-stack wildcard listens: an IPv4 connector falls through to it. */
-	addr_set(&dst, "127.0.0.1", 4);
+	unit_addr_set(&dst, "127.0.0.1", 4);
 	ck_assert_int_eq(san_sidechan_connect_dest(&dst, ns, &used), -ECONNREFUSED);
-	addr_set(&dst, "::", 4);
+	unit_addr_set(&dst, "::", 4);
 	ck_assert_int_eq(san_sidechan_name_listener(&n, ns, &dst, false), 0);
 	l = san_sidechan_listen(&n);
 	ck_assert_int_ge(l, 0);
-	addr_set(&dst, "127.0.0.1", 4);
+	unit_addr_set(&dst, "127.0.0.1", 4);
 	fd = san_sidechan_connect_dest(&dst, ns, &used);
 	ck_assert_int_ge(fd, 0);
 	ck_assert(name_eq(&used, &n));
@@ -414,9 +401,9 @@ START_TEST(test_connect_backlog_full)
 	struct san_addr a;
 	int l_exact, l_any, n = 0, fd;
 
-	addr_set(&a, "127.0.0.1", 5);
+	unit_addr_set(&a, "127.0.0.1", 5);
 	ck_assert_int_eq(san_sidechan_name_listener(&exact, ns, &a, false), 0);
-	addr_set(&a, "0.0.0.0", 5);
+	unit_addr_set(&a, "0.0.0.0", 5);
 	ck_assert_int_eq(san_sidechan_name_listener(&any, ns, &a, false), 0);
 	l_exact = san_sidechan_listen(&exact);
 	l_any = san_sidechan_listen(&any);
@@ -426,7 +413,7 @@ START_TEST(test_connect_backlog_full)
 		fds[n++] = fd;
 	ck_assert_int_eq(fd, -EAGAIN);
 	ck_assert_int_gt(n, 0);
-	addr_set(&a, "127.0.0.1", 5);
+	unit_addr_set(&a, "127.0.0.1", 5);
 	ck_assert_int_eq(san_sidechan_connect_dest(&a, ns, NULL), -EAGAIN);
 	while (n)
 		close(fds[--n]);
