@@ -6,6 +6,7 @@
 #include "core/san_engine.h"
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
+#include "core/san_sock.h"
 #include "core/san_stats.h"
 
 /*
@@ -36,7 +37,17 @@ void san_core_init(void)
 void san_core_atfork_child(void)
 {
 	san_engine_atfork_child();
+	san_sock_atfork_child();
 	san_stats_atfork_child();
+}
+
+/*
+ * Runs in the parent after every fork(): connections the child now shares can no longer be
+ * counted byte for byte, so the ones not switched yet stay TCP (see san_sock_atfork_parent).
+ */
+void san_core_atfork_parent(void)
+{
+	san_sock_atfork_parent();
 }
 
 /*

@@ -21,6 +21,7 @@ static const char *const san_fd_state_names[SAN_FD_NR_STATES] = {
 	[SAN_FD_ACTIVE] = "active",
 	[SAN_FD_PASSIVE] = "passive",
 	[SAN_FD_SWITCHED] = "switched",
+	[SAN_FD_CONN] = "conn",
 };
 /* clang-format on */
 

@@ -30,12 +30,15 @@ enum san_fd_state {
 	SAN_FD_ACTIVE,
 	SAN_FD_PASSIVE,
 	SAN_FD_SWITCHED,
+	SAN_FD_CONN, /* connected TCP that stays TCP (upgrade over): plain pass-through */
 	SAN_FD_NR_STATES,
 };
 
 #define SAN_FDF_NONBLOCK 0x1u /* O_NONBLOCK last seen set on this fd */
 #define SAN_FDF_INET6 0x2u    /* AF_INET6 socket (else AF_INET) */
 #define SAN_FDF_DUP 0x4u      /* took part in a dup: other fds may share its connection */
+#define SAN_FDF_OPENED 0x8u   /* SAN_FD_CONN: we connect()ed (the active side) */
+#define SAN_FDF_COUNTED 0x10u /* SAN_FD_CONN: its fallback reason is already counted */
 
 /*
  * One slot per fd number, zero when untracked (a fresh mmap page is already
@@ -104,6 +107,12 @@ static inline struct san_fd *san_fd_get(int fd)
 	if (f && san_fd_state(f) != SAN_FD_UNTRACKED)
 		return f;
 	return NULL;
+}
+
+/* The engine decides this fd's calls: a candidate (ACTIVE, PASSIVE) or SWITCHED. */
+static inline bool san_fd_managed_state(enum san_fd_state s)
+{
+	return (unsigned int)s - SAN_FD_ACTIVE <= SAN_FD_SWITCHED - SAN_FD_ACTIVE;
 }
 
 static inline bool san_fd_any_switched(void)

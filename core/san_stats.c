@@ -648,21 +648,34 @@ static bool san_stats_is_conn(enum san_fd_state s)
 	 * Until the engine decides connections, every connected tracked socket that ends is a
 	 * fallback that was never attempted. SWITCHED ones will be counted by the engine.
 	 */
-	return s == SAN_FD_ACTIVE || s == SAN_FD_PASSIVE;
+	return s == SAN_FD_ACTIVE || s == SAN_FD_PASSIVE || s == SAN_FD_CONN;
+}
+
+/* Which side opened it, and the fallback reason still to count at its end (0: counted). */
+static void san_stats_conn_kind(const struct san_fd *f, enum san_fd_state state, bool *active,
+				unsigned int *reason)
+{
+	uint32_t fl = san_fd_flags(f);
+
+	*active = state == SAN_FD_ACTIVE || (state == SAN_FD_CONN && (fl & SAN_FDF_OPENED));
+	*reason = state == SAN_FD_CONN && (fl & SAN_FDF_COUNTED) ? 0 : SAN_FB_NOT_ATTEMPTED;
 }
 
 enum san_fd_state san_stats_fd_close(int fd)
 {
 	struct san_fd *f = san_fd_get(fd);
 	enum san_fd_state state, old;
+	unsigned int reason;
+	bool active;
 
 	if (!f)
 		return SAN_FD_UNTRACKED;
 	state = san_fd_state(f);
 	if (!san_stats_enabled() || !san_stats_is_conn(state))
 		return san_fd_clear(fd);
+	san_stats_conn_kind(f, state, &active, &reason);
 	if (likely(!(san_fd_flags(f) & SAN_FDF_DUP))) {
-		san_stats_conn_end(fd, state == SAN_FD_ACTIVE, SAN_FB_NOT_ATTEMPTED);
+		san_stats_conn_end(fd, active, reason);
 		return san_fd_clear(fd);
 	}
 	/*
@@ -673,7 +686,7 @@ enum san_fd_state san_stats_fd_close(int fd)
 	san_stats_live();
 	pthread_mutex_lock(&san_st.lock);
 	if (!san_stats_shared_elsewhere(fd, 0))
-		san_stats_conn_end(fd, state == SAN_FD_ACTIVE, SAN_FB_NOT_ATTEMPTED);
+		san_stats_conn_end(fd, active, reason);
 	old = san_fd_clear(fd);
 	pthread_mutex_unlock(&san_st.lock);
 	return old;
@@ -784,12 +797,15 @@ static void san_stats_count_open(void)
 	for (i = 0; i < hw; i++) {
 		struct san_fd *g = san_fd_get((int)i);
 		enum san_fd_state s;
+		unsigned int reason;
+		bool active;
 
 		if (!g || !san_stats_is_conn(s = san_fd_state(g)))
 			continue;
 		if ((san_fd_flags(g) & SAN_FDF_DUP) && san_stats_shared_elsewhere((int)i, i + 1))
 			continue;
-		san_stats_conn_end((int)i, s == SAN_FD_ACTIVE, SAN_FB_NOT_ATTEMPTED);
+		san_stats_conn_kind(g, s, &active, &reason);
+		san_stats_conn_end((int)i, active, reason);
 	}
 }
 

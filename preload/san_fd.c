@@ -3,8 +3,10 @@
 
 SAN_EXPORT int close(int fd)
 {
-	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+	if (unlikely(san_managed(fd)))
+		san_sock_on_close(fd);
+	else if (unlikely(san_listener(fd)))
+		san_up_unlisten(fd);
 	san_track_close(fd);
 	return SAN_REAL(close)(fd);
 }
@@ -22,8 +24,8 @@ SAN_EXPORT int fclose(FILE *stream)
 
 	errno = saved;
 	if (fd >= 0) {
-		if (unlikely(san_switched(fd)))
-			san_no_engine(fd, __func__);
+		if (unlikely(san_managed(fd)))
+			san_sock_on_close(fd);
 		san_track_close(fd);
 	}
 	return SAN_REAL(fclose)(stream);
@@ -62,11 +64,12 @@ SAN_EXPORT int dup(int fd)
 {
 	int nfd;
 
-	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
 	nfd = SAN_REAL(dup)(fd);
-	if (nfd >= 0)
+	if (nfd >= 0) {
 		san_track_dup(fd, nfd);
+		if (unlikely(san_managed(fd)))
+			san_sock_on_dup(fd, nfd);
+	}
 	return nfd;
 }
 
@@ -75,11 +78,13 @@ SAN_EXPORT int dup2(int oldfd, int newfd)
 	struct san_fd saved;
 	int ret;
 
-	if (unlikely(san_switched(oldfd) || san_switched(newfd)))
-		san_no_engine(san_switched(oldfd) ? oldfd : newfd, __func__);
+	if (unlikely(san_managed(newfd)) && oldfd != newfd)
+		san_sock_on_close(newfd);
 	saved = san_track_dup_onto_begin(oldfd, newfd);
 	ret = SAN_REAL(dup2)(oldfd, newfd);
 	san_track_dup_onto_end(oldfd, newfd, ret, saved);
+	if (ret >= 0 && oldfd != newfd && unlikely(san_managed(oldfd)))
+		san_sock_on_dup(oldfd, newfd);
 	return ret;
 }
 
@@ -91,11 +96,13 @@ SAN_EXPORT int dup3(int oldfd, int newfd, int flags)
 
 	if (unlikely(!fn))
 		return san_enosys();
-	if (unlikely(san_switched(oldfd) || san_switched(newfd)))
-		san_no_engine(san_switched(oldfd) ? oldfd : newfd, __func__);
+	if (unlikely(san_managed(newfd)) && oldfd != newfd)
+		san_sock_on_close(newfd);
 	saved = san_track_dup_onto_begin(oldfd, newfd);
 	ret = fn(oldfd, newfd, flags);
 	san_track_dup_onto_end(oldfd, newfd, ret, saved);
+	if (ret >= 0 && oldfd != newfd && unlikely(san_managed(oldfd)))
+		san_sock_on_dup(oldfd, newfd);
 	return ret;
 }
 
@@ -116,8 +123,6 @@ static int san_fcntl(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
 {
 	int ret;
 
-	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, "fcntl");
 	ret = fn(fd, cmd, arg);
 	if (ret < 0)
 		return ret;
@@ -125,6 +130,8 @@ static int san_fcntl(int (*fn)(int, int, ...), int fd, int cmd, void *arg)
 	case F_DUPFD:
 	case F_DUPFD_CLOEXEC:
 		san_track_dup(fd, ret);
+		if (unlikely(san_managed(fd)))
+			san_sock_on_dup(fd, ret);
 		break;
 	case F_SETFL:
 		san_track_nonblock(fd, (int)(intptr_t)arg & O_NONBLOCK);
@@ -160,9 +167,8 @@ SAN_EXPORT int fcntl64(int fd, int cmd, ...)
 }
 
 /*
- * ioctl()'s third argument: same reasoning as fcntl() above. FIONREAD
- * passes through to the kernel socket for now; the switched path will
- * answer it from the engine's receive queue.
+ * ioctl()'s third argument: same reasoning as fcntl() above. FIONREAD of a
+ * switched fd is answered from the ring (the notification socket would say 0).
  */
 SAN_EXPORT int ioctl(int fd, unsigned long request, ...)
 {
@@ -173,8 +179,15 @@ SAN_EXPORT int ioctl(int fd, unsigned long request, ...)
 	va_start(ap, request);
 	arg = va_arg(ap, void *);
 	va_end(ap);
-	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+	if (unlikely(san_switched(fd)) && request == FIONREAD && arg) {
+		int n = 0;
+
+		ret = san_sock_fionread(fd, &n);
+		if (ret != SAN_PASS) {
+			*(int *)arg = n;
+			return (int)san_ret(ret);
+		}
+	}
 	ret = SAN_REAL(ioctl)(fd, request, arg);
 	if (ret == 0 && request == FIONBIO && arg)
 		san_track_nonblock(fd, *(const int *)arg != 0);

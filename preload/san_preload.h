@@ -34,6 +34,7 @@
 #include "core/san_core.h"
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
+#include "core/san_sock.h"
 
 /*
  * The FORTIFY entry points: glibc declares them only when _FORTIFY_SOURCE is
@@ -188,13 +189,29 @@ static inline long san_ret(long r)
 /*
  * The switch point: the one test every fd-taking wrapper makes before passing
  * through. One load of the fd's slot, one branch; no TLS on this path (the
- * guard is read only once an fd is switched).
+ * guard is read only once an fd is managed).
  *
- * Nothing sets SAN_FD_SWITCHED in this version, so the branch is never
- * taken. The engine replaces each "san_no_engine(...)" with its call, e.g.
- *	if (unlikely(f = san_switched(fd)))
- *		return san_ret(san_core_recv(f, buf, len, flags));
+ * Managed: a candidate (connected, its upgrade not decided yet) or switched.
+ * Such calls go to core/san_sock.c, which answers SAN_PASS when the real call
+ * is the right one after all (the upgrade left the connection on TCP).
  */
+static inline bool san_managed(int fd)
+{
+	struct san_fd *f = san_fd_slot(fd);
+
+	return unlikely(f && san_fd_managed_state(san_fd_state(f))) && !san_fd_guarded();
+}
+
+/* A tracked TCP listener: it has a side channel to close with it. */
+static inline bool san_listener(int fd)
+{
+	struct san_fd *f = san_fd_slot(fd);
+
+	return unlikely(f && san_fd_state(f) == SAN_FD_LISTENER) && san_fdtable_owned() &&
+	       !san_fd_guarded();
+}
+
+/* Switched: the fd number is the notification socket, the connection's TCP is the anchor. */
 static inline struct san_fd *san_switched(int fd)
 {
 	struct san_fd *f = san_fd_slot(fd);
@@ -210,7 +227,12 @@ static inline bool san_any_switched(void)
 	return unlikely(san_fd_any_switched()) && !san_fd_guarded();
 }
 
-void san_no_engine(int fd, const char *call) __attribute__((noreturn, cold));
+/* The data calls of managed fds (san_route.c): >= 0, -errno, or SAN_PASS. */
+ssize_t san_route_send(int fd, const struct iovec *iov, size_t cnt, int flags);
+ssize_t san_route_recv(int fd, const struct iovec *iov, size_t cnt, int flags, int *msg_flags);
+/* Microseconds a wait spins on switched connections before it sleeps (0: do not spin). */
+uint64_t san_route_spin_until(int timeout_ms);
+bool san_route_spinning(uint64_t until);
 
 /* fd bookkeeping shared by the wrappers (san_track.c); none of them touches errno. */
 void san_track_socket(int fd, int domain, int type, int protocol);

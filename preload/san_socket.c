@@ -22,10 +22,11 @@ SAN_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 	return ret;
 }
 
+/* A switched fd is a connected stream: what the kernel answers for one. */
 SAN_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 {
 	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+		return san_ret(-EINVAL);
 	return SAN_REAL(bind)(fd, addr, len);
 }
 
@@ -34,10 +35,16 @@ SAN_EXPORT int listen(int fd, int backlog)
 	int ret;
 
 	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+		return san_ret(-EINVAL);
 	ret = SAN_REAL(listen)(fd, backlog);
-	if (ret == 0)
+	if (ret == 0 && !san_fd_guarded()) {
+		struct san_fd *f = san_fd_get(fd);
+		bool was = f && san_fd_state(f) == SAN_FD_LISTENER;
+
 		san_track_listen(fd);
+		if (!was && (f = san_fd_get(fd)) && san_fd_state(f) == SAN_FD_LISTENER)
+			san_sock_on_listen(fd);
+	}
 	return ret;
 }
 
@@ -46,10 +53,12 @@ SAN_EXPORT int accept(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len)
 	int nfd;
 
 	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+		return san_ret(-EINVAL);
 	nfd = SAN_REAL(accept)(fd, addr, len);
-	if (nfd >= 0)
+	if (nfd >= 0) {
 		san_track_accept(fd, nfd, 0);
+		san_sock_on_accept(fd, nfd);
+	}
 	return nfd;
 }
 
@@ -61,10 +70,12 @@ SAN_EXPORT int accept4(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len, i
 	if (unlikely(!fn))
 		return san_enosys();
 	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+		return san_ret(-EINVAL);
 	nfd = fn(fd, addr, len, flags);
-	if (nfd >= 0)
+	if (nfd >= 0) {
 		san_track_accept(fd, nfd, flags);
+		san_sock_on_accept(fd, nfd);
+	}
 	return nfd;
 }
 
@@ -73,16 +84,26 @@ SAN_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	int ret;
 
 	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+		return san_ret(-EISCONN);
 	ret = SAN_REAL(connect)(fd, addr, len);
 	san_track_connect(fd, ret);
+	if ((ret == 0 || errno == EINPROGRESS) && san_managed(fd) && !san_sock_known(fd)) {
+		int e = errno;
+
+		san_sock_on_connect(fd);
+		errno = e;
+	}
 	return ret;
 }
 
 SAN_EXPORT int shutdown(int fd, int how)
 {
-	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+	if (unlikely(san_managed(fd))) {
+		int r = san_sock_shutdown(fd, how);
+
+		if (r != SAN_PASS)
+			return (int)san_ret(r);
+	}
 	return SAN_REAL(shutdown)(fd, how);
 }
 
@@ -90,27 +111,27 @@ SAN_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 			  socklen_t *__restrict len)
 {
 	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+		fd = san_sock_anchor(fd);
 	return SAN_REAL(getsockopt)(fd, level, name, val, len);
 }
 
 SAN_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+		fd = san_sock_anchor(fd);
 	return SAN_REAL(setsockopt)(fd, level, name, val, len);
 }
 
 SAN_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len)
 {
 	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+		fd = san_sock_anchor(fd);
 	return SAN_REAL(getsockname)(fd, addr, len);
 }
 
 SAN_EXPORT int getpeername(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len)
 {
 	if (unlikely(san_switched(fd)))
-		san_no_engine(fd, __func__);
+		fd = san_sock_anchor(fd);
 	return SAN_REAL(getpeername)(fd, addr, len);
 }

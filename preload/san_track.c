@@ -10,12 +10,6 @@
  * call set it: the fd table never touches errno and san_log() restores it.
  */
 
-void san_no_engine(int fd, const char *call)
-{
-	san_err("%s: fd %d is switched but this build has no engine", call, fd);
-	abort();
-}
-
 /*
  * A new fd number we did not record (pipe-like, UNIX, UDP, epoll, or made by
  * the library itself): drop whatever a close we never saw (raw syscall,

@@ -1,0 +1,994 @@
+/* core — the managed connections: registry, candidate I/O, the swap to the SAN, close. */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "core/san_config.h"
+#include "core/san_fdtable.h"
+#include "core/san_log.h"
+#include "core/san_sock.h"
+#include "core/san_stats.h"
+#include "core/san_sys.h"
+#include "proto/san_msg.h"
+#include "proto/san_upgrade.h"
+
+/*
+ * The registry: fd number -> sock, and a list of every sock for B's lookup by 4-tuple. A
+ * reference is taken under the registry lock; data calls hold one while they run, so a
+ * close() racing with them never frees a sock under their feet.
+ */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct san_sock **reg;
+static unsigned int reg_size;
+static struct san_sock *reg_list;
+
+#define SAN_B_WINDOW_MS 5000 /* B: how long after accept() a PROPOSE may come */
+#define SAN_PAUSE_WAIT_MS 2000 /* a receive waits at most this long for a pause to end */
+
+int san_sock_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int)(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int reg_ensure(void)
+{
+	unsigned int n = san_fdt.size;
+	void *p;
+
+	if (reg)
+		return 0;
+	if (!n)
+		return -ENOMEM;
+	p = mmap(NULL, (size_t)n * sizeof(*reg), PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	reg = p;
+	reg_size = n;
+	return 0;
+}
+
+struct san_sock *san_sock_get(int fd)
+{
+	struct san_sock *s = NULL;
+
+	pthread_mutex_lock(&reg_lock);
+	if (reg && (unsigned int)fd < reg_size && (s = reg[fd]))
+		s->refs++;
+	pthread_mutex_unlock(&reg_lock);
+	return s;
+}
+
+static void sock_free(struct san_sock *s)
+{
+	if (s->side >= 0)
+		san_sys_close(s->side);
+	if (s->xfd >= 0 && !s->swapped)
+		san_sys_close(s->xfd);
+	if (s->xold >= 0)
+		san_sys_close(s->xold);
+	if (s->ylocal >= 0)
+		san_sys_close(s->ylocal);
+	if (s->ypeer >= 0)
+		san_sys_close(s->ypeer);
+	if (s->swapped && s->tcp >= 0)
+		san_sys_close(s->tcp);
+	if (s->map)
+		munmap(s->map, s->map_len);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	free(s);
+}
+
+void san_sock_put(struct san_sock *s)
+{
+	bool last;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	last = --s->refs == 0;
+	if (last) {
+		struct san_sock **pp;
+
+		for (pp = &reg_list; *pp; pp = &(*pp)->next)
+			if (*pp == s) {
+				*pp = s->next;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&reg_lock);
+	if (last)
+		sock_free(s);
+}
+
+/* Take fd's sock out of the registry; returns it with the registry's reference, or NULL. */
+static struct san_sock *reg_remove(int fd)
+{
+	struct san_sock *s = NULL;
+
+	pthread_mutex_lock(&reg_lock);
+	if (reg && (unsigned int)fd < reg_size && (s = reg[fd]))
+		reg[fd] = NULL;
+	pthread_mutex_unlock(&reg_lock);
+	return s;
+}
+
+struct san_sock *san_sock_find_tuple(const struct san_tuple *t)
+{
+	struct san_sock *s;
+
+	pthread_mutex_lock(&reg_lock);
+	for (s = reg_list; s; s = s->next)
+		if (s->role == SAN_UP_ROLE_B && reg && reg[s->fd] == s &&
+		    !memcmp(&s->tuple.local, &t->local, sizeof(t->local)) &&
+		    !memcmp(&s->tuple.peer, &t->peer, sizeof(t->peer)))
+			break;
+	if (s)
+		s->refs++;
+	pthread_mutex_unlock(&reg_lock);
+	return s;
+}
+
+static void sock_new(int fd, int role)
+{
+	struct san_sock *s;
+
+	if (san_cfg.disable || san_cfg.provider == SAN_CFG_PROV_VERBS)
+		goto plain;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		goto plain;
+	s->fd = fd;
+	s->role = role;
+	s->refs = 1;
+	s->fdrefs = 1;
+	s->tcp = fd;
+	s->side = s->xfd = s->xold = s->ylocal = s->ypeer = -1;
+	s->rx = SK_RX_TCP;
+	s->tx = SK_TX_TCP;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	if (role == SAN_UP_ROLE_B) {
+		s->deadline_ns = now_ns() + SAN_B_WINDOW_MS * 1000000ull;
+		if (san_owner_tuple(fd, &s->tuple) < 0) {
+			sock_free(s);
+			goto plain;
+		}
+	}
+	pthread_mutex_lock(&reg_lock);
+	if (reg_ensure() < 0 || (unsigned int)fd >= reg_size || reg[fd]) {
+		pthread_mutex_unlock(&reg_lock);
+		sock_free(s);
+		goto plain;
+	}
+	reg[fd] = s;
+	s->next = reg_list;
+	reg_list = s;
+	pthread_mutex_unlock(&reg_lock);
+	return;
+plain:
+	san_sock_drop_fd(fd, role == SAN_UP_ROLE_A, SAN_FB_NO_PROVIDER);
+}
+
+/*
+ * The fd stays plain TCP from now on; its fallback is counted once, with this reason (0: it
+ * is counted elsewhere, e.g. through the fd it was dup()ed from).
+ */
+void san_sock_drop_fd(int fd, bool active, unsigned int reason)
+{
+	struct san_fd *f = san_fd_get(fd);
+
+	if (!f || !san_fd_managed_state(san_fd_state(f)))
+		return;
+	san_fd_set_flags(fd, SAN_FDF_COUNTED | (active ? SAN_FDF_OPENED : 0), 0);
+	if (san_fd_set_state(fd, SAN_FD_CONN) >= 0 && reason && san_stats_enabled())
+		san_stats_fallback(reason);
+}
+
+void san_sock_on_connect(int fd)
+{
+	struct san_fd *f = san_fd_get(fd);
+
+	if (f && san_fd_state(f) == SAN_FD_ACTIVE && !(san_fd_flags(f) & SAN_FDF_DUP))
+		sock_new(fd, SAN_UP_ROLE_A);
+	else
+		san_sock_drop_fd(fd, true, SAN_R_STATE);
+}
+
+void san_sock_on_accept(int lfd, int fd)
+{
+	(void)lfd;
+	if (san_fd_get(fd))
+		sock_new(fd, SAN_UP_ROLE_B);
+}
+
+void san_sock_on_listen(int fd)
+{
+	if (!san_cfg.disable && san_cfg.provider != SAN_CFG_PROV_VERBS)
+		san_up_listen(fd);
+}
+
+/*
+ * Before commit, the connection stays TCP: the fd becomes plain pass-through and the sock
+ * leaves the registry. Lock held by the caller.
+ */
+void san_sock_drop(struct san_sock *s, unsigned int reason)
+{
+	struct san_sock *r;
+
+	san_debug("fd %d: stays on TCP (%s)", s->fd,
+		  reason < 32 ? san_reason_str((uint16_t)reason) : san_fb_name(reason));
+	s->rx = SK_RX_TCP;
+	s->tx = SK_TX_TCP;
+	s->attempted = true;
+	s->dropped = true;
+	pthread_cond_broadcast(&s->cond);
+	r = reg_remove(s->fd);
+	if (r == s) {
+		san_sock_drop_fd(s->fd, s->role == SAN_UP_ROLE_A, reason);
+		/* The registry's reference; the caller still holds its own. */
+		pthread_mutex_lock(&reg_lock);
+		s->refs--;
+		pthread_mutex_unlock(&reg_lock);
+	}
+}
+
+/* After commit every failure resets the connection (protocol.md §9.2 rule 5). Lock held. */
+void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason)
+{
+	if (s->err)
+		return;
+	san_info("fd %d: connection reset (%s)", s->fd, san_reason_str((uint16_t)reason));
+	s->err = err;
+	if (s->swapped && s->txr.sh)
+		(void)san_conn_post_ctrl(s, SAN_T_ABORT, (uint16_t)reason);
+	if (s->tcp >= 0) {
+		struct linger lg = { 1, 0 };
+
+		(void)SAN_SYS(SYS_setsockopt, (long)s->tcp, (long)SOL_SOCKET, (long)SO_LINGER, &lg,
+			      (long)sizeof(lg));
+		(void)san_sys_shutdown(s->tcp, SHUT_RDWR);
+	}
+	pthread_cond_broadcast(&s->cond);
+	san_sock_ring_self(s);
+}
+
+/* A zero-length message on Y makes X readable; a peer that is gone costs nothing. */
+void san_sock_ring_peer(struct san_sock *s)
+{
+	if (s->ypeer >= 0)
+		(void)san_sys_send(s->ypeer, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+void san_sock_ring_self(struct san_sock *s)
+{
+	if (s->ylocal >= 0)
+		(void)san_sys_send(s->ylocal, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/*
+ * The read side reached the peer's MARK and both directions are on the SAN: the fd number
+ * becomes the notification socket X (docs/engine.md §5). The TCP socket lives on as the
+ * anchor. epoll registrations of the number follow it (DEL before, ADD after), since epoll
+ * keys them by open file, not by number. Lock held.
+ */
+int san_sock_swap(struct san_sock *s)
+{
+	int anchor, fl, fdfl, i;
+
+	anchor = san_sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+	if (anchor < 0)
+		return anchor;
+	for (i = 0; i < s->nep; i++)
+		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	fl = san_sys_fcntl(s->fd, F_GETFL, 0);
+	fdfl = san_sys_fcntl(s->fd, F_GETFD, 0);
+	if (fl >= 0 && (fl & O_NONBLOCK))
+		(void)san_sys_fcntl(s->xfd, F_SETFL, O_NONBLOCK);
+	if (san_sys_dup3(s->xfd, s->fd, fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+		int e = -errno;
+
+		san_sys_close(anchor);
+		return e ? e : -EIO;
+	}
+	/*
+	 * X's first number stays open until the sock goes: a thread of the application may be
+	 * waiting on it right now (it read xfd before we took the lock), and the number must
+	 * not be handed out to another file under it.
+	 */
+	s->xold = s->xfd;
+	s->xfd = s->fd;
+	s->tcp = anchor;
+	s->swapped = true;
+	for (i = 0; i < s->nep; i++)
+		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_ADD, s->fd, &s->ep[i].ev);
+	san_fd_set_state(s->fd, SAN_FD_SWITCHED);
+	if (san_stats_enabled())
+		san_stats_add(SAN_STAT_SWITCHED, 1);
+	/* From now on X's readiness is the ring's: arm (or ring X if frames already wait). */
+	(void)san_conn_rx_arm(s);
+	san_up_watch_anchor(s);
+	san_debug("fd %d: switched (shm), anchor fd %d, ports %u->%u", s->fd, anchor, s->tuple.local.port, s->tuple.peer.port);
+	return 0;
+}
+
+/* ---- helpers for the data calls -------------------------------------------------------- */
+
+static bool fd_nonblocking(int fd, int flags)
+{
+	struct san_fd *f;
+	int fl;
+
+	if (flags & MSG_DONTWAIT)
+		return true;
+	f = san_fd_get(fd);
+	if (f && !(san_fd_flags(f) & SAN_FDF_DUP))
+		return san_fd_flags(f) & SAN_FDF_NONBLOCK;
+	fl = san_sys_fcntl(fd, F_GETFL, 0);
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* SO_RCVTIMEO / SO_SNDTIMEO of the TCP socket, in ms; -1 for none. */
+static int sock_timeo_ms(struct san_sock *s, int opt)
+{
+	struct timeval tv;
+	socklen_t len = sizeof(tv);
+
+	if (SAN_SYS(SYS_getsockopt, (long)s->tcp, (long)SOL_SOCKET, (long)opt, &tv, &len) < 0 ||
+	    (!tv.tv_sec && !tv.tv_usec))
+		return -1;
+	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+}
+
+static size_t iov_total(const struct iovec *iov, size_t cnt)
+{
+	size_t t = 0;
+
+	for (size_t i = 0; i < cnt; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+/* A view of iov from byte off, at most max bytes, into out (cap entries). Returns entries. */
+static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t max, struct iovec *out,
+		     int cap)
+{
+	int n = 0;
+
+	for (int i = 0; i < cnt && n < cap && max; i++) {
+		size_t l = iov[i].iov_len;
+
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		out[n].iov_base = (char *)iov[i].iov_base + off;
+		out[n].iov_len = l - off < max ? l - off : max;
+		max -= out[n].iov_len;
+		off = 0;
+		n++;
+	}
+	return n;
+}
+
+#define SAN_IOV_CAP 1024
+
+/* A's upgrade runs in the first data call; B's window may have closed. Lock held. */
+static void sock_before_io(struct san_sock *s)
+{
+	if (s->role == SAN_UP_ROLE_A && !s->attempted)
+		san_up_a_run(s);
+	else if (s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP &&
+		 s->tx == SK_TX_TCP && now_ns() > s->deadline_ns)
+		san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
+}
+
+/*
+ * Read the peer's MARK once every byte before it was delivered; on success the receive side
+ * moves to the SAN and the fd is swapped. 0: done; -EAGAIN: not all 16 bytes yet; other:
+ * the connection was reset. Lock held.
+ */
+static int sock_read_mark(struct san_sock *s)
+{
+	while (s->mark_have < SAN_MARK_LEN) {
+		long r = san_sys_recv(s->tcp, s->mark + s->mark_have, SAN_MARK_LEN - s->mark_have,
+				      MSG_DONTWAIT);
+
+		if (r == -EINTR)
+			continue;
+		if (r == -EAGAIN)
+			return -EAGAIN;
+		if (r <= 0) {
+			san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+			return -ECONNRESET;
+		}
+		s->mark_have += (unsigned int)r;
+	}
+	if (san_mark_check(s->mark, SAN_PROTO_VERSION, s->nonce_mine) != 0) {
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_MARK);
+		return -ECONNRESET;
+	}
+	s->rx = SK_RX_SAN;
+	if (san_sock_swap(s) < 0) {
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
+/*
+ * Wait outside the lock for fd to become ready, or for the anchor of a switched connection
+ * to report the peer's end; false on timeout.
+ */
+static bool wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
+{
+	struct pollfd p[2] = { { fd, ev, 0 }, { s->swapped ? s->tcp : -1, POLLIN, 0 } };
+	int r = san_sys_poll(p, s->swapped ? 2 : 1, timeout_ms);
+
+	if (r > 0 && p[1].revents) {
+		pthread_mutex_lock(&s->lock);
+		san_sock_check_anchor(s);
+		pthread_mutex_unlock(&s->lock);
+	}
+	return r > 0 || r == -EINTR;
+}
+
+/* After the MARK nothing but EOF or an error can come on the anchor: the peer has gone. */
+void san_sock_check_anchor(struct san_sock *s)
+{
+	char b;
+	long r;
+
+	if (!s->swapped || s->anchor_dead)
+		return;
+	r = san_sys_recv(s->tcp, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+	if (r == -EAGAIN || r == -EINTR)
+		return;
+	san_debug("fd %d: the anchor reports %s: the peer is gone", s->fd,
+		  r > 0 ? "data after the MARK" : r == 0 ? "EOF" : strerror((int)-r));
+	s->anchor_dead = true;
+	san_sock_ring_self(s);
+}
+
+/* Spin on the rings first: sleeping in the kernel costs more than a short wait (SPIN_US). */
+static bool spin_for(struct san_sock *s, bool rx)
+{
+	uint64_t end = now_ns() + (uint64_t)san_cfg.spin_us * 1000u;
+
+	if (!san_cfg.spin_us)
+		return false;
+	do {
+		if (rx ? san_conn_rx_ready(s) : false)
+			return true;
+		if (__atomic_load_n(&s->err, __ATOMIC_RELAXED) || s->anchor_dead)
+			return true;
+		__builtin_ia32_pause();
+	} while (now_ns() < end);
+	return false;
+}
+
+/* ---- send ------------------------------------------------------------------------------ */
+
+ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	struct san_sock *s = san_sock_get(fd);
+	size_t total, done = 0;
+	bool nb;
+	int timeo = -2;
+	ssize_t r;
+
+	if (!s) {
+		san_sock_drop_fd(fd, false, 0);
+		return SAN_PASS;
+	}
+	if (s->orphan) {
+		san_sock_put(s);
+		return -ECONNRESET;
+	}
+	total = iov_total(m->msg_iov, m->msg_iovlen);
+	nb = fd_nonblocking(fd, flags);
+	for (;;) {
+		struct iovec sl[64];
+		struct iovec *v = sl;
+		int cnt = (int)m->msg_iovlen, need_wait = 0, waitfd;
+		short waitev;
+
+		pthread_mutex_lock(&s->lock);
+		sock_before_io(s);
+		if (s->dropped) {
+			/* the upgrade left it on TCP: pass through from now on */
+			pthread_mutex_unlock(&s->lock);
+			san_sock_put(s);
+			if (done)
+				return (ssize_t)done;
+			return SAN_PASS;
+		}
+		if (s->err) {
+			r = s->err == -ECONNRESET && !done ? -ECONNRESET : -EPIPE;
+			pthread_mutex_unlock(&s->lock);
+			break;
+		}
+		if (done) {
+			if (cnt > 64)
+				v = malloc(sizeof(*v) * (size_t)cnt);
+			if (!v) {
+				pthread_mutex_unlock(&s->lock);
+				r = -ENOMEM;
+				break;
+			}
+			cnt = iov_slice(m->msg_iov, (int)m->msg_iovlen, done, total - done, v, cnt);
+		} else {
+			v = m->msg_iov;
+		}
+		if (s->tx == SK_TX_TCP) {
+			struct msghdr mh = *m;
+
+			mh.msg_iov = v;
+			mh.msg_iovlen = (size_t)cnt;
+			r = san_sys_sendmsg(s->tcp, &mh, flags | MSG_DONTWAIT);
+			if (r > 0)
+				s->tcp_tx += (uint64_t)r;
+			waitfd = s->tcp;
+			waitev = POLLOUT;
+		} else {
+			r = san_conn_send(s, v, cnt, total - done);
+			waitfd = s->xfd;
+			waitev = POLLOUT;
+			if (r == -EAGAIN && san_conn_tx_arm(s, 0) == 1)
+				need_wait = -1; /* space now: retry at once */
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (v != sl && v != m->msg_iov)
+			free(v);
+		if (r > 0)
+			done += (size_t)r;
+		if (r >= 0 && (done == total || nb))
+			break;
+		if (r < 0 && r != -EAGAIN)
+			break;
+		if (r == -EAGAIN && nb)
+			break;
+		if (need_wait == -1)
+			continue;
+		if (timeo == -2)
+			timeo = sock_timeo_ms(s, SO_SNDTIMEO);
+		if (!wait_fd(s, waitfd, waitev, timeo)) {
+			r = -EAGAIN;
+			break;
+		}
+		if (s->tx == SK_TX_SAN)
+			san_conn_tx_disarm(s);
+	}
+	san_sock_put(s);
+	if (done)
+		return (ssize_t)done;
+	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
+		raise(SIGPIPE);
+	return r;
+}
+
+/* ---- receive --------------------------------------------------------------------------- */
+
+ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
+{
+	struct san_sock *s = san_sock_get(fd);
+	size_t total, done = 0;
+	bool nb, waitall;
+	int timeo = -2;
+	ssize_t r = 0;
+
+	if (!s) {
+		san_sock_drop_fd(fd, false, 0);
+		return SAN_PASS;
+	}
+	if (s->orphan) {
+		san_sock_put(s);
+		return -ECONNRESET;
+	}
+	total = iov_total(m->msg_iov, m->msg_iovlen);
+	nb = fd_nonblocking(fd, flags);
+	waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK) && !nb;
+	flags &= ~MSG_WAITALL;
+	for (;;) {
+		struct iovec sl[64];
+		struct iovec *v = sl;
+		int cnt = (int)m->msg_iovlen, waitfd = -1;
+		bool pause_wait = false;
+
+		pthread_mutex_lock(&s->lock);
+		sock_before_io(s);
+		if (s->dropped) {
+			pthread_mutex_unlock(&s->lock);
+			san_sock_put(s);
+			return done ? (ssize_t)done : SAN_PASS;
+		}
+		if (cnt > 64)
+			v = malloc(sizeof(*v) * (size_t)cnt);
+		if (!v) {
+			pthread_mutex_unlock(&s->lock);
+			r = -ENOMEM;
+			break;
+		}
+		switch (s->rx) {
+		case SK_RX_PAUSED:
+			pause_wait = true;
+			r = -EAGAIN;
+			break;
+		case SK_RX_TCP:
+		case SK_RX_DRAIN: {
+			size_t max = total - done;
+			struct msghdr mh = *m;
+
+			if (s->rx == SK_RX_DRAIN && s->tcp_rx == s->x_peer) {
+				r = sock_read_mark(s);
+				if (r == 0)
+					goto san;
+				waitfd = s->tcp;
+				break;
+			}
+			if (s->rx == SK_RX_DRAIN && max > s->x_peer - s->tcp_rx)
+				max = s->x_peer - s->tcp_rx;
+			cnt = iov_slice(m->msg_iov, (int)m->msg_iovlen, done, max, v,
+					cnt > 64 ? cnt : 64);
+			mh.msg_iov = v;
+			mh.msg_iovlen = (size_t)cnt;
+			r = san_sys_recvmsg(s->tcp, &mh, flags | MSG_DONTWAIT);
+			if (r > 0 && !(flags & MSG_PEEK))
+				s->tcp_rx += (uint64_t)r;
+			if (r == 0 && s->rx == SK_RX_DRAIN && max) {
+				san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+				r = -ECONNRESET;
+			}
+			m->msg_flags = mh.msg_flags;
+			waitfd = s->tcp;
+			break;
+		}
+		case SK_RX_SAN:
+		san:
+			cnt = iov_slice(m->msg_iov, (int)m->msg_iovlen, done, total - done, v,
+					cnt > 64 ? cnt : 64);
+			r = san_conn_recv(s, v, cnt, flags);
+			/*
+			 * X must read as ready only while the ring holds something (TCP's rule:
+			 * readable means a read will not block): emptied, take the doorbells off.
+			 */
+			if (r > 0 && !(flags & MSG_PEEK) && !san_conn_rx_ready(s))
+				(void)san_conn_rx_arm(s);
+			/*
+			 * Empty: whoever waits next (we, or the application in poll/epoll) sleeps
+			 * on X, so the peer must ring it: arm. Data that came meanwhile: again.
+			 */
+			if (r == -EAGAIN && ((!nb && spin_for(s, true)) || san_conn_rx_arm(s) == 1))
+				r = -EINTR;
+			waitfd = s->xfd;
+			m->msg_flags = 0;
+			break;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (v != sl)
+			free(v);
+		if (r > 0)
+			done += (size_t)r;
+		if (r == 0 || (r > 0 && (!waitall || done == total)))
+			break;
+		if (r < 0 && r != -EAGAIN && r != -EINTR)
+			break;
+		if (r == -EINTR)
+			continue;
+		if (pause_wait) {
+			/* The engine ends the pause within a side-channel round trip. */
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 5000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_mutex_lock(&s->lock);
+			if (s->rx == SK_RX_PAUSED)
+				pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+			pthread_mutex_unlock(&s->lock);
+			continue;
+		}
+		if (nb)
+			break;
+		if (timeo == -2)
+			timeo = sock_timeo_ms(s, SO_RCVTIMEO);
+		if (!wait_fd(s, waitfd, POLLIN, timeo)) {
+			r = -EAGAIN;
+			break;
+		}
+	}
+	san_sock_put(s);
+	if (done)
+		return (ssize_t)done;
+	return r;
+}
+
+/* ---- control ---------------------------------------------------------------------------- */
+
+int san_sock_shutdown(int fd, int how)
+{
+	struct san_sock *s = san_sock_get(fd);
+	int r = 0;
+
+	if (!s)
+		return SAN_PASS;
+	pthread_mutex_lock(&s->lock);
+	if (!s->swapped && !s->committed) {
+		/* Not switched: shutting down ends the window; the kernel does the rest. */
+		if (!s->attempted || s->rx == SK_RX_TCP)
+			san_sock_drop(s, SAN_R_STATE);
+		r = SAN_PASS;
+	} else if (!s->swapped) {
+		/* Mid switch-over (committed, not yet swapped): the sends already go to the SAN. */
+		if (how != SHUT_RD && !s->fin_sent && s->tx == SK_TX_SAN) {
+			(void)san_conn_post_ctrl(s, SAN_T_DISCONNECT, 0);
+			s->fin_sent = true;
+		}
+	} else {
+		if ((how == SHUT_WR || how == SHUT_RDWR) && !s->fin_sent && !s->err) {
+			r = san_conn_post_ctrl(s, SAN_T_DISCONNECT, 0);
+			s->fin_sent = true;
+		}
+		if (how == SHUT_RD || how == SHUT_RDWR)
+			(void)san_sys_shutdown(s->tcp, SHUT_RD);
+	}
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
+	return r;
+}
+
+int san_sock_fionread(int fd, int *n)
+{
+	struct san_sock *s = san_sock_get(fd);
+
+	if (!s)
+		return SAN_PASS;
+	pthread_mutex_lock(&s->lock);
+	if (!s->swapped) {
+		pthread_mutex_unlock(&s->lock);
+		san_sock_put(s);
+		return SAN_PASS;
+	}
+	*n = (int)san_conn_rx_bytes(s);
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
+	return 0;
+}
+
+int san_sock_anchor(int fd)
+{
+	struct san_sock *s = san_sock_get(fd);
+	int a;
+
+	if (!s)
+		return -EBADF;
+	a = s->swapped ? s->tcp : fd;
+	san_sock_put(s);
+	return a;
+}
+
+/*
+ * epoll_ctl() on a candidate, made under the sock's lock so that it cannot fall between the
+ * swap's DEL and ADD (a registration made there would stay on the TCP file, which never
+ * becomes readable again). Registrations are recorded for the swap to move.
+ */
+int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	struct san_sock *s = san_sock_get(fd);
+	int r, i;
+
+	if (!s)
+		return SAN_PASS;
+	pthread_mutex_lock(&s->lock);
+	r = san_sys_epoll_ctl(epfd, op, fd, ev);
+	if (r == 0 && !s->swapped) {
+		for (i = 0; i < s->nep && s->ep[i].epfd != epfd; i++)
+			;
+		if (op == EPOLL_CTL_DEL) {
+			if (i < s->nep)
+				s->ep[i] = s->ep[--s->nep];
+		} else if (ev) {
+			if (i == s->nep && s->nep < SAN_SOCK_EPOLL_MAX)
+				s->nep++;
+			if (i < s->nep) {
+				s->ep[i].epfd = epfd;
+				s->ep[i].ev = *ev;
+			} else {
+				s->ep_overflow = true;
+			}
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
+	return r;
+}
+
+/*
+ * dup() of a managed fd. A switched connection is simply named by one more number (both name
+ * the notification socket). A candidate's two numbers would both be the TCP socket, which the
+ * swap cannot follow: such a connection is not switched.
+ */
+void san_sock_on_dup(int fd, int nfd)
+{
+	struct san_sock *s = san_sock_get(fd);
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->swapped) {
+		pthread_mutex_lock(&reg_lock);
+		if (reg && (unsigned int)nfd < reg_size && !reg[nfd]) {
+			reg[nfd] = s;
+			s->refs++;
+			s->fdrefs++;
+		}
+		pthread_mutex_unlock(&reg_lock);
+	} else if (!s->committed) {
+		/* The copy is plain TCP at once; the connection is counted through fd. */
+		s->ep_overflow = true;
+		san_sock_drop_fd(nfd, s->role == SAN_UP_ROLE_A, 0);
+	}
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
+}
+
+bool san_sock_known(int fd)
+{
+	struct san_sock *s = san_sock_get(fd);
+
+	san_sock_put(s);
+	return s != NULL;
+}
+
+int san_sock_passthrough(int fd)
+{
+	struct san_sock *s = san_sock_get(fd);
+	int r = 0;
+
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	if (s->committed || s->swapped)
+		r = -EINVAL;
+	else if (!s->dropped)
+		san_sock_drop(s, SAN_R_STATE);
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
+	return r;
+}
+
+/*
+ * After fork() the child may move bytes on a connection we have not switched yet, bytes our
+ * counters never see: the switch-over offsets would be wrong (the peer's check of X would
+ * reset the connection). Such connections stay TCP. Switched ones stay with the parent (the
+ * child's copies are orphaned, san_sock_atfork_child).
+ */
+void san_sock_atfork_parent(void)
+{
+	struct san_sock *list[64];
+	struct san_sock *s;
+	int n, i;
+
+	do {
+		n = 0;
+		pthread_mutex_lock(&reg_lock);
+		for (s = reg_list; s && n < 64; s = s->next)
+			if (!s->dropped && !s->attempted && reg && reg[s->fd] == s) {
+				s->refs++;
+				list[n++] = s;
+			}
+		pthread_mutex_unlock(&reg_lock);
+		for (i = 0; i < n; i++) {
+			pthread_mutex_lock(&list[i]->lock);
+			if (!list[i]->dropped && !list[i]->attempted)
+				san_sock_drop(list[i], SAN_R_STATE);
+			pthread_mutex_unlock(&list[i]->lock);
+			san_sock_put(list[i]);
+		}
+	} while (n == 64);
+}
+
+/*
+ * The child of fork() shares the rings with its parent; two consumers would corrupt them, so
+ * the child's switched connections fail cleanly (ECONNRESET) while the parent keeps them.
+ * Candidates stay TCP in the child. Single-threaded here: locks are re-initialised.
+ */
+void san_sock_atfork_child(void)
+{
+	struct san_sock *s;
+
+	pthread_mutex_init(&reg_lock, NULL);
+	san_up_atfork_child();
+	for (s = reg_list; s; s = s->next) {
+		pthread_mutex_init(&s->lock, NULL);
+		pthread_cond_init(&s->cond, NULL);
+		s->ew = NULL; /* the engine thread did not survive */
+		if (s->committed || s->swapped) {
+			s->orphan = true;
+			s->err = -ECONNRESET;
+		} else if (!s->dropped) {
+			s->dropped = true;
+			if (reg && reg[s->fd] == s) {
+				reg[s->fd] = NULL;
+				s->refs--;
+			}
+			san_sock_drop_fd(s->fd, s->role == SAN_UP_ROLE_A, SAN_R_STATE);
+		}
+	}
+}
+
+/*
+ * close(): the sock leaves the registry. A switched connection says DISCONNECT (or ABORT when
+ * unread data or SO_LINGER 0 make it a reset, as TCP would) and closes its anchor; the
+ * caller then closes the fd number itself.
+ */
+bool san_sock_on_close(int fd)
+{
+	struct san_sock *s = reg_remove(fd);
+
+	if (!s)
+		return false;
+	if (s->orphan) {
+		/* A fork child's copy: the parent owns the rings and the anchor's fate. */
+		san_sock_put(s);
+		return false;
+	}
+	pthread_mutex_lock(&s->lock);
+	if (--s->fdrefs > 0) {
+		if (s->fd == fd) {
+			/* the swap's number goes: another number still names X */
+			pthread_mutex_lock(&reg_lock);
+			for (unsigned int i = 0; i < reg_size; i++)
+				if (reg[i] == s) {
+					s->fd = (int)i;
+					s->xfd = (int)i;
+					break;
+				}
+			pthread_mutex_unlock(&reg_lock);
+		}
+		pthread_mutex_unlock(&s->lock);
+		san_sock_put(s);
+		return false;
+	}
+	s->closing = true;
+	if (s->tx == SK_TX_SAN && !s->err)
+		san_conn_close(s);
+	if (s->committed && !s->swapped) {
+		/* Switched, though the application never read past the MARK: count it so. */
+		san_fd_set_state(fd, SAN_FD_SWITCHED);
+		if (san_stats_enabled())
+			san_stats_add(SAN_STAT_SWITCHED, 1);
+	}
+	if (s->committed && san_stats_enabled()) {
+		san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);
+		san_stats_add(SAN_STAT_TCP_RX_BYTES, s->tcp_rx);
+	}
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	san_up_unwatch(s);
+	san_sock_put(s);
+	return false;
+}
+
+unsigned int san_sock_spin_us(void)
+{
+	return san_cfg.spin_us;
+}

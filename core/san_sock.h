@@ -1,0 +1,157 @@
+/* core — one TCP connection the engine manages: candidate I/O, the switch-over, the SAN path. */
+#ifndef SAN_SOCK_H
+#define SAN_SOCK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "core/san_owner.h"
+#include "core/san_shm_ring.h"
+
+/*
+ * Life of a connection (docs/engine.md):
+ *
+ *   A (connect): NEW --first data call--> upgrade in that call (san_up_a_run)
+ *   B (accept):  CAND (window open) --PROPOSE--> PAUSED --SWITCH--> ...
+ *   both:        tx TCP -> SAN at commit; rx TCP -> DRAIN (to the peer's X, then its
+ *                MARK) -> SAN; at the MARK the fd number is swapped for the notification
+ *                socket and the fd becomes SAN_FD_SWITCHED. Any failure before commit:
+ *                the fd goes back to plain SAN_FD_TCP and the sock is dropped.
+ *
+ * Every field below the lock is protected by it. Blocking never happens with the lock held.
+ */
+enum san_sock_rx { SK_RX_TCP, SK_RX_PAUSED, SK_RX_DRAIN, SK_RX_SAN };
+enum san_sock_tx { SK_TX_TCP, SK_TX_SAN };
+
+#define SAN_SOCK_EPOLL_MAX 8
+
+struct san_sock_epreg {
+	int epfd;
+	struct epoll_event ev;
+};
+
+struct san_sock {
+	struct san_sock *next; /* registry list (for B's lookup by 4-tuple) */
+	int fd;	  /* the application's fd number */
+	int role; /* SAN_UP_ROLE_A / SAN_UP_ROLE_B */
+	struct san_tuple tuple; /* as this side sees the TCP connection */
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* rx leaves PAUSED */
+	int refs;	     /* registry + callers in flight + engine */
+	int fdrefs;	     /* fd numbers naming it (dup of a switched fd) */
+	bool orphan;	     /* a fork child's copy: every call fails ECONNRESET */
+
+	bool attempted;	 /* A: the upgrade ran (whatever its outcome) */
+	bool committed;	 /* past the point of no return: failures reset */
+	bool swapped;	 /* fd is the notification socket now */
+	bool closing;	 /* the application closed it */
+	bool dropped;	 /* stays TCP: the fd passes through from now on */
+	uint64_t deadline_ns; /* B: the window closes (CLOCK_MONOTONIC) */
+	enum san_sock_rx rx;
+	enum san_sock_tx tx;
+	uint64_t tcp_tx, tcp_rx; /* application bytes moved over TCP */
+	uint64_t x_peer;	 /* the peer's switch-over offset */
+	uint64_t nonce_mine;	 /* what the peer writes in its MARK */
+	uint64_t nonce_peer;	 /* what we write in ours */
+	uint8_t mark[16];
+	unsigned int mark_have;	  /* MARK bytes read so far */
+	unsigned int mark_out;	  /* our MARK bytes written so far (B may finish late) */
+
+	int tcp;   /* the TCP socket: == fd until the swap, then the anchor (our dup) */
+	int side;  /* side-channel socket, -1 once closed */
+	int xfd;   /* our notification socket X (becomes fd at the swap) */
+	int xold;  /* X's number before the swap, kept open (see san_sock_swap) */
+	int ylocal;/* our copy of X's peer Y: lets us ring X ourselves */
+	int ypeer; /* the peer's Y: ring the peer, or drain its plugs */
+	pid_t peer_pid;
+
+	void *map; /* the memfd mapping: two rings */
+	size_t map_len;
+	struct san_shm_prod txr;
+	struct san_shm_cons rxr;
+	uint32_t rx_off;   /* bytes of the current DATA frame already delivered */
+	bool hello_rx;
+	bool peer_fin;	   /* DISCONNECT received: EOF after the ring's data */
+	bool fin_sent;	   /* DISCONNECT sent (shutdown SHUT_WR or close) */
+	int err;	   /* sticky: -ECONNRESET etc. once reset */
+	bool anchor_dead;  /* EOF or error on the anchor (peer process gone) */
+	bool anchor_watch; /* the engine watches the anchor */
+	void *ew;	   /* engine watcher (engine thread only) */
+
+	struct san_sock_epreg ep[SAN_SOCK_EPOLL_MAX];
+	int nep;
+	bool ep_overflow; /* more registrations than we can re-create: do not switch */
+};
+
+/* Returned by the san_sock_* data calls: not managed (any more), make the real call. */
+#define SAN_PASS (-100000)
+
+/* The sock of a managed fd, with a reference; NULL if none. san_sock_put() when done. */
+struct san_sock *san_sock_get(int fd);
+void san_sock_put(struct san_sock *s);
+
+/* True if fd has a sock (a retried connect() must not make a second one). */
+bool san_sock_known(int fd);
+/* A candidate is left on TCP (0); a switched fd cannot be (-EINVAL). For splice(). */
+int san_sock_passthrough(int fd);
+/* fork(): the child's copies of switched connections are orphaned (ECONNRESET). */
+void san_sock_atfork_child(void);
+/* fork(), in the parent: candidates are shared with the child now, and stay TCP. */
+void san_sock_atfork_parent(void);
+
+/* Called by preload/ once the real call succeeded. */
+void san_sock_on_connect(int fd);
+void san_sock_on_accept(int lfd, int fd);
+void san_sock_on_listen(int fd);
+/* Before the real close of a managed fd. Returns true if the engine closed the fd itself. */
+bool san_sock_on_close(int fd);
+void san_sock_on_dup(int fd, int nfd);
+int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+
+/* Data calls on managed fds: results as the kernel's (>= 0 or -errno). */
+ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags);
+ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags);
+int san_sock_shutdown(int fd, int how);
+int san_sock_fionread(int fd, int *n);
+/* The TCP socket behind a switched fd, for socket options and names; -EBADF if none. */
+int san_sock_anchor(int fd);
+/* Wait hint: spin on switched connections before a blocking wait (microseconds). */
+unsigned int san_sock_spin_us(void);
+
+/* Internal to core/: the registry and the pieces the upgrade and the data path share. */
+void san_sock_drop(struct san_sock *s, unsigned int reason);
+void san_sock_drop_fd(int fd, bool active, unsigned int reason);
+void san_sock_check_anchor(struct san_sock *s);
+int san_sock_swap(struct san_sock *s);
+void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason);
+struct san_sock *san_sock_find_tuple(const struct san_tuple *t);
+void san_sock_ring_peer(struct san_sock *s);
+void san_sock_ring_self(struct san_sock *s);
+int san_sock_now_ms(void);
+
+/* san_up.c: the upgrade. */
+void san_up_a_run(struct san_sock *s);
+int san_up_listen(int lfd);
+void san_up_unlisten(int lfd);
+void san_up_atfork_child(void);
+void san_up_watch_anchor(struct san_sock *s);
+void san_up_unwatch(struct san_sock *s);
+
+/* san_conn.c: the SAN data path, lock held. */
+ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total);
+ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, int flags);
+int san_conn_post_ctrl(struct san_sock *s, uint8_t type, uint16_t reason);
+int san_conn_send_hello(struct san_sock *s);
+bool san_conn_rx_ready(struct san_sock *s);
+size_t san_conn_rx_bytes(struct san_sock *s);
+int san_conn_rx_arm(struct san_sock *s);
+int san_conn_tx_arm(struct san_sock *s, uint32_t need);
+void san_conn_tx_disarm(struct san_sock *s);
+void san_conn_close(struct san_sock *s);
+
+#endif /* SAN_SOCK_H */

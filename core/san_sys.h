@@ -1,0 +1,93 @@
+/* core — system calls made without passing through our own wrappers, as 0/-errno. */
+#ifndef SAN_SYS_H
+#define SAN_SYS_H
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/*
+ * The engine must not re-enter the interposed libc names (they would look the
+ * fd up in the table and route it back to the engine), and must leave the
+ * application's errno alone: every call here goes through syscall(2) and
+ * returns the result or -errno.
+ */
+static inline long san_sys(long r)
+{
+	return r < 0 ? -(long)errno : r;
+}
+
+#define SAN_SYS(...)                                  \
+	({                                            \
+		int san_sys_e_ = errno;               \
+		long san_sys_r_ = san_sys(syscall(__VA_ARGS__)); \
+		errno = san_sys_e_;                   \
+		san_sys_r_;                           \
+	})
+
+static inline long san_sys_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	return SAN_SYS(SYS_sendmsg, (long)fd, m, (long)flags);
+}
+
+static inline long san_sys_recvmsg(int fd, struct msghdr *m, int flags)
+{
+	return SAN_SYS(SYS_recvmsg, (long)fd, m, (long)flags);
+}
+
+static inline long san_sys_send(int fd, const void *b, size_t n, int flags)
+{
+	return SAN_SYS(SYS_sendto, (long)fd, b, (long)n, (long)flags, NULL, 0L);
+}
+
+static inline long san_sys_recv(int fd, void *b, size_t n, int flags)
+{
+	return SAN_SYS(SYS_recvfrom, (long)fd, b, (long)n, (long)flags, NULL, NULL);
+}
+
+static inline int san_sys_poll(struct pollfd *p, nfds_t n, int timeout_ms)
+{
+	struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+
+	return (int)SAN_SYS(SYS_ppoll, p, (long)n, timeout_ms < 0 ? NULL : &ts, NULL, 0L);
+}
+
+static inline int san_sys_close(int fd)
+{
+	return (int)SAN_SYS(SYS_close, (long)fd);
+}
+
+static inline int san_sys_fcntl(int fd, int cmd, long arg)
+{
+	return (int)SAN_SYS(SYS_fcntl, (long)fd, (long)cmd, arg);
+}
+
+static inline int san_sys_dup3(int from, int to, int flags)
+{
+	return (int)SAN_SYS(SYS_dup3, (long)from, (long)to, (long)flags);
+}
+
+static inline int san_sys_epoll_ctl(int epfd, int op, int fd, void *ev)
+{
+	return (int)SAN_SYS(SYS_epoll_ctl, (long)epfd, (long)op, (long)fd, ev);
+}
+
+static inline int san_sys_socketpair(int domain, int type, int proto, int sv[2])
+{
+	return (int)SAN_SYS(SYS_socketpair, (long)domain, (long)type, (long)proto, sv);
+}
+
+static inline int san_sys_setsockopt_int(int fd, int level, int opt, int val)
+{
+	return (int)SAN_SYS(SYS_setsockopt, (long)fd, (long)level, (long)opt, &val,
+			    (long)sizeof(val));
+}
+
+static inline int san_sys_shutdown(int fd, int how)
+{
+	return (int)SAN_SYS(SYS_shutdown, (long)fd, (long)how);
+}
+
+#endif /* SAN_SYS_H */

@@ -1,0 +1,714 @@
+/* core — the upgrade over the shm side channel: A in its first data call, B on the engine. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include <ev.h>
+
+#include "core/san_config.h"
+#include "core/san_engine.h"
+#include "core/san_log.h"
+#include "core/san_sidechan.h"
+#include "core/san_sock.h"
+#include "core/san_stats.h"
+#include "core/san_sys.h"
+#include "proto/san_msg.h"
+#include "proto/san_upgrade.h"
+
+/*
+ * Provider parameters of shm in PROPOSE and ACCEPT (host order: both ends are on this host).
+ * PROPOSE passes the memfd holding both rings (ring 0: A to B, ring 1: B to A), ACCEPT passes
+ * B's doorbell socket Y_B, A's SWITCH passes Y_A (docs/protocol.md, shm provider).
+ */
+struct san_shm_params {
+	uint32_t pid;
+	int32_t fd_hint;   /* the sender's fd number of its TCP socket (san_owner_prove hint) */
+	uint64_t ring_size; /* data bytes of each ring (PROPOSE); 0 in ACCEPT */
+};
+
+#define SAN_RING_SIZE (512u * 1024u)
+#define SAN_UP_TIMEOUT_MS 1000	 /* A: ACCEPT must come within this */
+#define SAN_UP_COMMIT_WAIT_MS 5000 /* A: B's SWITCH after ours (B answers at once) */
+
+static uint64_t nonce64(void)
+{
+	uint64_t n = 0;
+
+	while (!n)
+		if (getrandom(&n, sizeof(n), 0) != sizeof(n))
+			n = (uint64_t)san_sock_now_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+	return n;
+}
+
+/* The notification pair: X becomes the application's fd at the swap, Y goes to the peer. */
+static int make_pair(int *x, int *y)
+{
+	int sv[2];
+	int r = san_sys_socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv);
+
+	if (r < 0)
+		return r;
+	/* The smallest send buffer: a few plugs make X unwritable (san_conn_tx_arm). */
+	(void)san_sys_setsockopt_int(sv[0], SOL_SOCKET, SO_SNDBUF, 1);
+	*x = sv[0];
+	*y = sv[1];
+	return 0;
+}
+
+static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, bool creator, bool a)
+{
+	size_t one = san_shm_ring_bytes(ring_size);
+	size_t len = 2 * one;
+	struct stat st;
+	uint8_t *base;
+	int r;
+
+	if (ring_size < SAN_SHM_RING_MIN || ring_size > 64u * 1024 * 1024 ||
+	    (ring_size & (ring_size - 1)))
+		return -EPROTO;
+	if (creator) {
+		if (ftruncate(memfd, (off_t)len) < 0)
+			return -errno;
+	} else if (fstat(memfd, &st) < 0 || (size_t)st.st_size < len) {
+		return -EPROTO;
+	}
+	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (base == MAP_FAILED)
+		return -errno;
+	s->map = base;
+	s->map_len = len;
+	if (creator && (san_shm_ring_init(base, one, ring_size) < 0 ||
+			san_shm_ring_init(base + one, one, ring_size) < 0))
+		return -EINVAL;
+	r = san_shm_ring_prod_attach(&s->txr, a ? base : base + one, one, 0);
+	if (!r)
+		r = san_shm_ring_cons_attach(&s->rxr, a ? base + one : base, one, 0);
+	return r;
+}
+
+static void unmap_rings(struct san_sock *s)
+{
+	if (s->map)
+		munmap(s->map, s->map_len);
+	s->map = NULL;
+	memset(&s->txr, 0, sizeof(s->txr));
+	memset(&s->rxr, 0, sizeof(s->rxr));
+}
+
+/* Before commit: undo everything, the connection stays on TCP with @reason. Lock held. */
+static void a_fallback(struct san_sock *s, unsigned int reason)
+{
+	if (s->side >= 0)
+		san_sys_close(s->side);
+	s->side = -1;
+	unmap_rings(s);
+	if (s->xfd >= 0)
+		san_sys_close(s->xfd);
+	if (s->ylocal >= 0)
+		san_sys_close(s->ylocal);
+	if (s->ypeer >= 0)
+		san_sys_close(s->ypeer);
+	s->xfd = s->ylocal = s->ypeer = -1;
+	san_sock_drop(s, reason);
+}
+
+/* Wait for one side-channel message; -ETIMEDOUT, or san_sidechan_recv()'s result. */
+static int side_wait(int fd, struct san_side_rx *rx, bool want_fd, int timeout_ms)
+{
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		int r = san_sys_poll(&p, 1, timeout_ms);
+
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (r < 0 && r != -EINTR)
+			return r;
+		r = san_sidechan_recv(fd, rx, want_fd);
+		if (r != -EAGAIN)
+			return r;
+	}
+}
+
+static void side_abort(int fd, uint16_t reason)
+{
+	struct san_msg m = { .type = SAN_T_ABORT };
+
+	m.u.abort.reason = reason;
+	(void)san_sidechan_send(fd, &m, -1);
+}
+
+/* Write our MARK right after byte X on TCP; waits (the send buffer is empty for A). */
+static int write_mark(struct san_sock *s, int wait_ms)
+{
+	uint8_t mark[SAN_MARK_LEN];
+
+	san_mark_encode(mark, SAN_PROTO_VERSION, s->nonce_peer);
+	while (s->mark_out < SAN_MARK_LEN) {
+		long r = san_sys_send(s->tcp, mark + s->mark_out, SAN_MARK_LEN - s->mark_out,
+				      MSG_DONTWAIT | MSG_NOSIGNAL);
+		struct pollfd p = { s->tcp, POLLOUT, 0 };
+
+		if (r > 0) {
+			s->mark_out += (unsigned int)r;
+			continue;
+		}
+		if (r != -EAGAIN && r != -EINTR)
+			return (int)r;
+		if (!wait_ms || san_sys_poll(&p, 1, wait_ms) == 0)
+			return -EAGAIN;
+	}
+	return 0;
+}
+
+/*
+ * A: the whole upgrade, in the application's first data call on the connection (lock held,
+ * nothing has been sent or read on TCP yet, so X_A = 0 and the reader needs no pause). The
+ * steps and their order are protocol.md §9.1; failures before commit fall back.
+ */
+void san_up_a_run(struct san_sock *s)
+{
+	struct san_side_rx rx = { .fd = -1, .pidfd = -1 };
+	struct san_shm_params prm = { 0 };
+	struct san_sidechan_name used;
+	struct san_msg m = { 0 };
+	uint64_t netns;
+	int memfd = -1, y = -1, r;
+
+	r = san_owner_tuple(s->fd, &s->tuple);
+	if (r == -ENOTCONN)
+		return; /* a nonblocking connect still in progress: at the next call */
+	s->attempted = true;
+	if (s->ep_overflow || s->tcp_tx || s->tcp_rx)
+		return a_fallback(s, SAN_R_STATE);
+	if (r < 0 || san_sidechan_netns(&netns) < 0)
+		return a_fallback(s, SAN_FB_NO_PROVIDER);
+	if (san_fault(SAN_FAULT_SIDE_REFUSE))
+		return a_fallback(s, SAN_FB_NO_PEER);
+	s->side = san_sidechan_connect_dest(&s->tuple.peer, netns, &used);
+	if (s->side < 0)
+		return a_fallback(s, s->side == -ECONNREFUSED ? SAN_FB_NO_PEER : SAN_R_CHANNEL);
+
+	memfd = memfd_create("sanswitch", MFD_CLOEXEC);
+	if (memfd < 0 || map_rings(s, memfd, SAN_RING_SIZE, true, true) < 0 ||
+	    make_pair(&s->xfd, &y) < 0) {
+		if (memfd >= 0)
+			san_sys_close(memfd);
+		return a_fallback(s, SAN_R_RESOURCES);
+	}
+	s->ylocal = y;
+	s->nonce_mine = nonce64();
+	prm.pid = (uint32_t)getpid();
+	prm.fd_hint = s->fd;
+	prm.ring_size = SAN_RING_SIZE;
+	m.type = SAN_T_PROPOSE;
+	m.u.propose.ver_min = m.u.propose.ver_max = SAN_PROTO_VERSION;
+	m.u.propose.provider = SAN_PROV_SHM;
+	m.u.propose.nonce = s->nonce_mine;
+	m.u.propose.src = s->tuple.local;
+	m.u.propose.dst = s->tuple.peer;
+	m.u.propose.params = &prm;
+	m.u.propose.params_len = sizeof(prm);
+	r = san_sidechan_send(s->side, &m, memfd);
+	san_sys_close(memfd);
+	if (r < 0)
+		return a_fallback(s, SAN_R_CHANNEL);
+
+	r = side_wait(s->side, &rx, true, SAN_UP_TIMEOUT_MS);
+	if (r == -ETIMEDOUT) {
+		side_abort(s->side, SAN_R_TIMEOUT);
+		return a_fallback(s, SAN_R_TIMEOUT);
+	}
+	if (r < 0)
+		return a_fallback(s, r == -EPIPE || r == -ECONNRESET ? SAN_R_CHANNEL : SAN_R_MALFORMED);
+	if (rx.msg.type == SAN_T_REJECT) {
+		san_side_rx_close_fds(&rx);
+		return a_fallback(s, rx.msg.u.reject.reason);
+	}
+	if (rx.msg.type != SAN_T_ACCEPT || rx.fd < 0 ||
+	    rx.msg.u.accept.params_len != sizeof(prm)) {
+		san_side_rx_close_fds(&rx);
+		side_abort(s->side, SAN_R_MALFORMED);
+		return a_fallback(s, SAN_R_MALFORMED);
+	}
+	memcpy(&prm, rx.msg.u.accept.params, sizeof(prm));
+	{
+		struct san_owner_proof pf = { .pid = rx.cred.pid, .pidfd = rx.pidfd,
+					      .fd_hint = prm.fd_hint };
+
+		/* An abstract name can be bound by anyone: prove B before writing a MARK. */
+		if (san_owner_check_cred(&rx.cred) < 0 || san_owner_prove(s->fd, &pf) < 0) {
+			san_side_rx_close_fds(&rx);
+			side_abort(s->side, SAN_R_CREDENTIALS);
+			return a_fallback(s, SAN_R_CREDENTIALS);
+		}
+	}
+	s->ypeer = rx.fd;
+	rx.fd = -1;
+	san_side_rx_close_fds(&rx);
+	s->peer_pid = rx.cred.pid;
+	s->nonce_peer = rx.msg.u.accept.nonce;
+
+	/* ---- commit: X_A = 0; SWITCH, then (handed off) the MARK, then the SAN. ---- */
+	memset(&m, 0, sizeof(m));
+	m.type = SAN_T_SWITCH;
+	m.u.sw.offset = s->tcp_tx;
+	if (san_sidechan_send(s->side, &m, s->ylocal) < 0)
+		return a_fallback(s, SAN_R_CHANNEL); /* NOT_SENT: B sees EOF, resumes */
+	s->committed = true;
+	s->tx = SK_TX_SAN;
+	if (write_mark(s, SAN_UP_COMMIT_WAIT_MS) < 0 || san_conn_send_hello(s) < 0) {
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+		return;
+	}
+	r = side_wait(s->side, &rx, false, SAN_UP_COMMIT_WAIT_MS);
+	if (!r)
+		san_side_rx_close_fds(&rx);
+	if (r < 0 || rx.msg.type != SAN_T_SWITCH) {
+		san_sock_reset_locked(s, -ECONNRESET, r < 0 ? SAN_R_CHANNEL : SAN_R_PROTOCOL);
+		return;
+	}
+	san_sys_close(s->side);
+	s->side = -1;
+	s->x_peer = rx.msg.u.sw.offset;
+	s->rx = SK_RX_DRAIN;
+	san_debug("fd %d: committed (A), peer's X %llu", s->fd, (unsigned long long)s->x_peer);
+}
+
+/* ---- B, on the engine thread ------------------------------------------------------------ */
+
+struct side_conn {
+	ev_io w;
+	ev_timer t;	  /* B: finish a MARK the TCP send buffer had no room for */
+	ev_timer retry;	  /* B: the PROPOSE came before accept(): look again shortly */
+	struct san_side_rx prx; /* that PROPOSE, kept for the retry (owns its fds) */
+	int tries;
+	struct san_sock *s; /* after PROPOSE: the connection being upgraded (a reference) */
+	int stage;	    /* 0: expect PROPOSE; 1: paused, expect SWITCH; 2: done */
+};
+
+static void side_close(struct ev_loop *loop, struct side_conn *c)
+{
+	ev_io_stop(loop, &c->w);
+	ev_timer_stop(loop, &c->t);
+	ev_timer_stop(loop, &c->retry);
+	san_side_rx_close_fds(&c->prx);
+	san_sys_close(c->w.fd);
+	san_sock_put(c->s);
+	free(c);
+}
+
+static void side_reject(int fd, uint16_t reason)
+{
+	struct san_msg m = { .type = SAN_T_REJECT };
+
+	m.u.reject.reason = reason;
+	m.u.reject.ver_min = m.u.reject.ver_max = SAN_PROTO_VERSION;
+	(void)san_sidechan_send(fd, &m, -1);
+}
+
+/* B's reader resumes and the connection stays TCP. */
+static void b_fallback(struct san_sock *s, unsigned int reason)
+{
+	pthread_mutex_lock(&s->lock);
+	if (!s->committed)
+		a_fallback(s, reason);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
+{
+	const struct san_propose *p = &rx->msg.u.propose;
+	struct san_shm_params prm, mine = { 0 };
+	struct san_tuple t;
+	struct san_sock *s;
+	struct san_msg m = { .type = SAN_T_ACCEPT };
+	int x = -1, y = -1;
+	bool ok;
+
+	if (p->ver_min > SAN_PROTO_VERSION || p->ver_max < SAN_PROTO_VERSION)
+		return SAN_R_VERSION;
+	if (p->provider != SAN_PROV_SHM || p->params_len != sizeof(prm) || rx->fd < 0)
+		return SAN_R_PROVIDER;
+	memcpy(&prm, p->params, sizeof(prm));
+	t.local = p->dst;
+	t.peer = p->src;
+	s = c->s ? c->s : san_sock_find_tuple(&t);
+	if (!s)
+		return SAN_R_NOT_OWNER;
+	c->s = s;
+	{
+		struct san_owner_proof pf = { .pid = rx->cred.pid, .pidfd = rx->pidfd,
+					      .fd_hint = prm.fd_hint };
+
+		if (san_owner_check_cred(&rx->cred) < 0 || san_owner_prove(s->fd, &pf) < 0)
+			return SAN_R_CREDENTIALS;
+	}
+	if (make_pair(&x, &y) < 0)
+		return SAN_R_RESOURCES;
+	pthread_mutex_lock(&s->lock);
+	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
+	     s->tx == SK_TX_TCP && !s->ep_overflow;
+	if (ok && map_rings(s, rx->fd, prm.ring_size, false, false) < 0) {
+		unmap_rings(s);
+		ok = false;
+	}
+	if (!ok) {
+		pthread_mutex_unlock(&s->lock);
+		san_sys_close(x);
+		san_sys_close(y);
+		return s->map ? SAN_R_PROVIDER : SAN_R_STATE;
+	}
+	/* Pause the reader before ACCEPT exists (§9.2 rule 1): no receive runs past here. */
+	s->attempted = true;
+	s->rx = SK_RX_PAUSED;
+	s->xfd = x;
+	s->ylocal = y;
+	s->nonce_mine = nonce64();
+	s->nonce_peer = p->nonce;
+	s->peer_pid = rx->cred.pid;
+	pthread_mutex_unlock(&s->lock);
+
+	mine.pid = (uint32_t)getpid();
+	mine.fd_hint = s->fd;
+	m.u.accept.nonce = s->nonce_mine;
+	m.u.accept.params = &mine;
+	m.u.accept.params_len = sizeof(mine);
+	if (san_sidechan_send(c->w.fd, &m, y) < 0) {
+		b_fallback(s, SAN_R_CHANNEL);
+		c->stage = 2;
+		return 0;
+	}
+	c->stage = 1;
+	return 0;
+}
+
+static void b_mark_retry(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct side_conn *c = (struct side_conn *)((char *)t - offsetof(struct side_conn, t));
+	struct san_sock *s = c->s;
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	r = s->err || s->closing ? 0 : write_mark(s, 0);
+	if (r < 0 && r != -EAGAIN)
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+	pthread_mutex_unlock(&s->lock);
+	if (r != -EAGAIN)
+		side_close(loop, c);
+}
+
+/* A's SWITCH: B commits at once (hold, SWITCH, MARK, HELLO) and drains to X_A. */
+static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_rx *rx)
+{
+	struct san_sock *s = c->s;
+	struct san_msg m = { .type = SAN_T_SWITCH };
+	int r;
+
+	pthread_mutex_lock(&s->lock);
+	if (rx->fd < 0 || rx->msg.u.sw.offset < s->tcp_rx || s->closing) {
+		pthread_mutex_unlock(&s->lock);
+		san_side_rx_close_fds(rx);
+		pthread_mutex_lock(&s->lock);
+		s->committed = true;
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
+		pthread_mutex_unlock(&s->lock);
+		c->stage = 2;
+		return;
+	}
+	s->ypeer = rx->fd;
+	rx->fd = -1;
+	s->committed = true;
+	s->tx = SK_TX_SAN;
+	s->x_peer = rx->msg.u.sw.offset;
+	s->rx = SK_RX_DRAIN;
+	m.u.sw.offset = s->tcp_tx;
+	r = san_sidechan_send(c->w.fd, &m, -1);
+	if (r == 0)
+		r = write_mark(s, 0);
+	if (r == 0 || r == -EAGAIN)
+		r = san_conn_send_hello(s) < 0 ? -EIO : r;
+	if (r < 0 && r != -EAGAIN)
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	san_debug("fd %d: committed (B), peer's X %llu", s->fd, (unsigned long long)s->x_peer);
+	c->stage = 2;
+	if (r == -EAGAIN) {
+		/* The send buffer is full: the MARK follows as room appears. */
+		ev_timer_init(&c->t, b_mark_retry, 0.001, 0.001);
+		ev_timer_start(loop, &c->t);
+		ev_io_stop(loop, &c->w);
+		c->stage = 3;
+	}
+}
+
+#define SAN_B_ACCEPT_TRIES 100 /* x 5 ms: how long a PROPOSE may wait for accept() */
+
+/*
+ * A PROPOSE: answer it, or (no such connection yet: the application has not accepted it)
+ * look again in a few milliseconds, within A's ACCEPT timeout.
+ */
+static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
+{
+	uint16_t why = b_propose(c, &c->prx);
+
+	if (why == SAN_R_NOT_OWNER && ++c->tries < SAN_B_ACCEPT_TRIES) {
+		ev_timer_set(&c->retry, 0.005, 0.);
+		ev_timer_start(loop, &c->retry);
+		return;
+	}
+	san_side_rx_close_fds(&c->prx);
+	if (why) {
+		/* The connection itself is untouched: its window closes by itself. */
+		san_debug("side channel: PROPOSE refused (%s)", san_reason_str(why));
+		side_reject(c->w.fd, why);
+		side_close(loop, c);
+	} else if (c->stage == 2) {
+		side_close(loop, c);
+	} else {
+		ev_io_start(loop, &c->w);
+	}
+}
+
+static void b_propose_retry(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct side_conn *c = (struct side_conn *)((char *)t - offsetof(struct side_conn, retry));
+
+	b_on_propose(loop, c);
+}
+
+static void b_side_read(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct side_conn *c = (struct side_conn *)w;
+	struct san_side_rx rx;
+	int r;
+
+	if (c->stage == 0) {
+		r = san_sidechan_recv(w->fd, &c->prx, true);
+		if (r == -EAGAIN)
+			return;
+		if (r < 0 || c->prx.msg.type != SAN_T_PROPOSE) {
+			side_close(loop, c);
+			return;
+		}
+		/* Nothing more may come before our answer: stop reading meanwhile. */
+		ev_io_stop(loop, w);
+		b_on_propose(loop, c);
+		return;
+	}
+	r = san_sidechan_recv(w->fd, &rx, c->stage < 2);
+	if (r == -EAGAIN)
+		return;
+	if (c->stage == 1) {
+		if (r == 0 && rx.msg.type == SAN_T_SWITCH) {
+			b_switch(loop, c, &rx);
+			san_side_rx_close_fds(&rx);
+			if (c->stage == 2)
+				side_close(loop, c);
+			return;
+		}
+		if (!r)
+			san_side_rx_close_fds(&rx);
+		/* ABORT, EOF, or garbage before A committed: resume, stay TCP. */
+		b_fallback(c->s, r == 0 && rx.msg.type == SAN_T_ABORT ? rx.msg.u.abort.reason
+								       : SAN_R_CHANNEL);
+		side_close(loop, c);
+		return;
+	}
+	if (!r)
+		san_side_rx_close_fds(&rx);
+	side_close(loop, c);
+}
+
+static void b_listener_read(struct ev_loop *loop, ev_io *w, int revents)
+{
+	for (;;) {
+		int fd = san_sidechan_accept(w->fd);
+		struct side_conn *c;
+
+		if (fd < 0)
+			return;
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			san_sys_close(fd);
+			continue;
+		}
+		(void)san_sidechan_pass_pidfd(fd);
+		c->prx.fd = c->prx.pidfd = -1;
+		ev_io_init(&c->w, b_side_read, fd, EV_READ);
+		ev_init(&c->t, b_mark_retry);
+		ev_init(&c->retry, b_propose_retry);
+		ev_io_start(loop, &c->w);
+	}
+}
+
+/* The side channels of this process's listeners: closed with their TCP listener. */
+struct side_listener {
+	ev_io w;
+	int lfd;
+	struct side_listener *next;
+};
+
+static pthread_mutex_t listeners_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct side_listener *listeners;
+
+static void listen_on_engine(void *arg)
+{
+	struct side_listener *l = arg;
+
+	ev_io_start(san_engine_loop(), &l->w);
+}
+
+static void unlisten_on_engine(void *arg)
+{
+	struct side_listener *l = arg;
+
+	ev_io_stop(san_engine_loop(), &l->w);
+	san_sys_close(l->w.fd);
+	free(l);
+}
+
+/*
+ * A tracked TCP listener gets its side channel, named after its address and served by the
+ * engine until the listener is closed (san_up_unlisten).
+ */
+int san_up_listen(int lfd)
+{
+	struct san_sidechan_name n;
+	struct side_listener *l;
+	uint64_t netns;
+	int sfd, r;
+
+	r = san_sidechan_netns(&netns);
+	if (r == 0)
+		r = san_sidechan_listener_name(lfd, netns, &n);
+	if (r < 0)
+		return r;
+	sfd = san_sidechan_listen(&n);
+	if (sfd < 0) {
+		san_info("side channel %s: %s: connections to this listener stay on TCP",
+			 n.path + 1, strerror(-sfd));
+		return sfd;
+	}
+	(void)san_sidechan_pass_pidfd(sfd);
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		san_sys_close(sfd);
+		return -ENOMEM;
+	}
+	l->lfd = lfd;
+	ev_io_init(&l->w, b_listener_read, sfd, EV_READ);
+	pthread_mutex_lock(&listeners_lock);
+	l->next = listeners;
+	listeners = l;
+	pthread_mutex_unlock(&listeners_lock);
+	r = san_engine_call(listen_on_engine, l);
+	if (r < 0) {
+		san_up_unlisten(lfd);
+		return r;
+	}
+	san_debug("fd %d: side channel listening as %s", lfd, n.path + 1);
+	return 0;
+}
+
+void san_up_unlisten(int lfd)
+{
+	struct side_listener **pp, *l = NULL;
+
+	pthread_mutex_lock(&listeners_lock);
+	for (pp = &listeners; *pp; pp = &(*pp)->next)
+		if ((*pp)->lfd == lfd) {
+			l = *pp;
+			*pp = l->next;
+			break;
+		}
+	pthread_mutex_unlock(&listeners_lock);
+	if (l && san_engine_call(unlisten_on_engine, l) < 0) {
+		san_sys_close(l->w.fd);
+		free(l);
+	}
+}
+
+/* fork(): the child serves no side channel (it has no engine yet); its copies are closed. */
+void san_up_atfork_child(void)
+{
+	struct side_listener *l, *next;
+
+	pthread_mutex_init(&listeners_lock, NULL);
+	for (l = listeners; l; l = next) {
+		next = l->next;
+		san_sys_close(l->w.fd);
+		free(l);
+	}
+	listeners = NULL;
+}
+
+/* ---- the anchor: EOF or an error there means the peer process is gone -------------------- */
+
+struct anchor_watch {
+	ev_io w;
+	struct san_sock *s;
+};
+
+static void anchor_read(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct anchor_watch *a = (struct anchor_watch *)w;
+	struct san_sock *s = a->s;
+
+	pthread_mutex_lock(&s->lock);
+	san_sock_check_anchor(s);
+	if (s->anchor_dead)
+		ev_io_stop(loop, w);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void watch_on_engine(void *arg)
+{
+	struct anchor_watch *a = arg;
+
+	ev_io_init(&a->w, anchor_read, a->s->tcp, EV_READ);
+	ev_io_start(san_engine_loop(), &a->w);
+}
+
+static void unwatch_on_engine(void *arg)
+{
+	struct anchor_watch *a = arg;
+
+	ev_io_stop(san_engine_loop(), &a->w);
+	san_sock_put(a->s);
+	free(a);
+}
+
+void san_up_watch_anchor(struct san_sock *s)
+{
+	struct anchor_watch *a = calloc(1, sizeof(*a));
+	struct san_sock *ref;
+
+	if (!a)
+		return;
+	ref = san_sock_get(s->fd);
+	if (ref != s) {
+		san_sock_put(ref);
+		free(a);
+		return;
+	}
+	a->s = s;
+	s->ew = a;
+	if (san_engine_call(watch_on_engine, a) < 0) {
+		s->ew = NULL;
+		san_sock_put(s);
+		free(a);
+	}
+}
+
+void san_up_unwatch(struct san_sock *s)
+{
+	void *a = s->ew;
+
+	s->ew = NULL;
+	if (a && san_engine_call(unwatch_on_engine, a) < 0)
+		san_warn("fd %d: anchor watch not stopped", s->fd);
+}

@@ -1,0 +1,48 @@
+/* preload — the data calls of managed fds, in the one shape core/ takes (an iovec array). */
+#include "preload/san_preload.h"
+
+#include <time.h>
+
+ssize_t san_route_send(int fd, const struct iovec *iov, size_t cnt, int flags)
+{
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+
+	return san_sock_sendmsg(fd, &m, flags);
+}
+
+ssize_t san_route_recv(int fd, const struct iovec *iov, size_t cnt, int flags, int *msg_flags)
+{
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = cnt };
+	ssize_t r = san_sock_recvmsg(fd, &m, flags);
+
+	if (msg_flags)
+		*msg_flags = m.msg_flags;
+	return r;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * A wait that may sleep, while switched connections exist, first polls without sleeping
+ * for SANSWITCH_SPIN_US: a peer on the same host answers within microseconds, and waking
+ * from a kernel sleep costs more than that. Returns the end of the spin (0: no spin).
+ */
+uint64_t san_route_spin_until(int timeout_ms)
+{
+	unsigned int us = san_sock_spin_us();
+
+	if (!us || timeout_ms == 0)
+		return 0;
+	return mono_ns() + (uint64_t)us * 1000u;
+}
+
+bool san_route_spinning(uint64_t until)
+{
+	return until && mono_ns() < until;
+}
