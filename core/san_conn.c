@@ -196,7 +196,14 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			continue;
 		case SAN_T_DATA: {
 			const uint8_t *pl = (const uint8_t *)f.msg + m.wire_len - m.u.data.payload_len;
-			size_t n = m.u.data.payload_len - s->rx_off;
+			size_t n;
+
+			/* Decoded again from memory the peer can write: it may not shrink under us. */
+			if (s->rx_off > m.u.data.payload_len) {
+				ring_broken(s, "DATA", -SAN_PROTO_ELENGTH);
+				continue;
+			}
+			n = m.u.data.payload_len - s->rx_off;
 
 			if (!s->hello_rx || m.u.data.first) {
 				/* v1 of the engine sends plain DATA only; FIRST needs bulk support */
@@ -279,7 +286,7 @@ size_t san_conn_rx_bytes(struct san_sock *s)
 	    san_msg_decode(f.msg, f.len, SAN_CHAN_SESSION, s->rxr.max_msg, &m) < 0 ||
 	    m.type != SAN_T_DATA)
 		return 0;
-	return m.u.data.payload_len - s->rx_off;
+	return m.u.data.payload_len > s->rx_off ? m.u.data.payload_len - s->rx_off : 0;
 }
 
 /*
@@ -354,17 +361,16 @@ void san_conn_close(struct san_sock *s)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_APP_RESET);
 		return;
 	}
-	if (s->fin_sent)
-		return;
+	if (!s->fin_sent) {
+		s->fin_sent = true;
+		s->fin_pending = true;
+	}
 	/* The data before it stays in the shared ring after we go; DISCONNECT needs room too. */
-	for (tries = 0; tries < 2000; tries++) {
-		int r = san_conn_post_ctrl(s, SAN_T_DISCONNECT, 0);
+	for (tries = 0; tries < 2000 && s->fin_pending; tries++) {
 		struct pollfd p = { s->tcp, POLLIN, 0 };
 
-		if (r != -EAGAIN)
-			break;
-		if (san_sys_poll(&p, 1, 1) > 0)
-			break; /* the peer is gone (or closing): nobody will read it */
+		san_sock_flush_fin(s);
+		if (!s->fin_pending || san_sys_poll(&p, 1, 1) > 0)
+			break; /* sent, or the peer is gone (or closing): nobody will read it */
 	}
-	s->fin_sent = true;
 }

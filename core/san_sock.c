@@ -116,16 +116,26 @@ void san_sock_put(struct san_sock *s)
 		sock_free(s);
 }
 
-/* Take fd's sock out of the registry; returns it with the registry's reference, or NULL. */
-static struct san_sock *reg_remove(int fd)
+/*
+ * Take fd's sock out of the registry; returns it with the registry's reference, or NULL.
+ * With want set, only if fd still names that sock (the number may have been reused).
+ */
+static struct san_sock *reg_remove_if(int fd, struct san_sock *want)
 {
 	struct san_sock *s = NULL;
 
 	pthread_mutex_lock(&reg_lock);
-	if (reg && (unsigned int)fd < reg_size && (s = reg[fd]))
+	if (reg && (unsigned int)fd < reg_size && (s = reg[fd]) && (!want || s == want))
 		reg[fd] = NULL;
+	else if (want)
+		s = NULL;
 	pthread_mutex_unlock(&reg_lock);
 	return s;
+}
+
+static struct san_sock *reg_remove(int fd)
+{
+	return reg_remove_if(fd, NULL);
 }
 
 struct san_sock *san_sock_find_tuple(const struct san_tuple *t)
@@ -238,7 +248,7 @@ void san_sock_drop(struct san_sock *s, unsigned int reason)
 	s->attempted = true;
 	s->dropped = true;
 	pthread_cond_broadcast(&s->cond);
-	r = reg_remove(s->fd);
+	r = s->closing ? NULL : reg_remove_if(s->fd, s);
 	if (r == s) {
 		san_sock_drop_fd(s->fd, s->role == SAN_UP_ROLE_A, reason);
 		/* The registry's reference; the caller still holds its own. */
@@ -266,6 +276,18 @@ void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason)
 	}
 	pthread_cond_broadcast(&s->cond);
 	san_sock_ring_self(s);
+}
+
+/*
+ * The receive side left PAUSED: a nonblocking reader may have been told EAGAIN meanwhile
+ * while bytes (data, or the MARK) already sat in the TCP socket, and with EPOLLET no new edge
+ * would come. EPOLL_CTL_MOD with the same events makes epoll look again and report what is
+ * ready. poll/select callers ask again by themselves. Lock held.
+ */
+void san_sock_epoll_rearm(struct san_sock *s)
+{
+	for (int i = 0; i < s->nep; i++)
+		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &s->ep[i].ev);
 }
 
 /* A zero-length message on Y makes X readable; a peer that is gone costs nothing. */
@@ -510,6 +532,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 
 		pthread_mutex_lock(&s->lock);
 		sock_before_io(s);
+		san_sock_flush_fin(s);
 		if (s->dropped) {
 			/* the upgrade left it on TCP: pass through from now on */
 			pthread_mutex_unlock(&s->lock);
@@ -589,7 +612,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 	struct san_sock *s = san_sock_get(fd);
 	size_t total, done = 0;
 	bool nb, waitall;
-	int timeo = -2;
+	int timeo = -2, paused_waits = 0;
 	ssize_t r = 0;
 
 	if (!s) {
@@ -601,6 +624,10 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		return -ECONNRESET;
 	}
 	total = iov_total(m->msg_iov, m->msg_iovlen);
+	if (!total) {
+		san_sock_put(s);
+		return 0; /* as TCP: a zero-length read returns 0 at once */
+	}
 	nb = fd_nonblocking(fd, flags);
 	waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK) && !nb;
 	flags &= ~MSG_WAITALL;
@@ -612,6 +639,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 
 		pthread_mutex_lock(&s->lock);
 		sock_before_io(s);
+		san_sock_flush_fin(s);
 		if (s->dropped) {
 			pthread_mutex_unlock(&s->lock);
 			san_sock_put(s);
@@ -660,6 +688,10 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		}
 		case SK_RX_SAN:
 		san:
+			if (s->rd_shut) {
+				r = 0; /* read side shut down: end of file, as TCP */
+				break;
+			}
 			cnt = iov_slice(m->msg_iov, (int)m->msg_iovlen, done, total - done, v,
 					cnt > 64 ? cnt : 64);
 			r = san_conn_recv(s, v, cnt, flags);
@@ -690,6 +722,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			break;
 		if (r == -EINTR)
 			continue;
+		if (pause_wait && nb && ++paused_waits > 2)
+			break; /* EAGAIN: a stalled peer must not block a nonblocking reader */
 		if (pause_wait) {
 			/* The engine ends the pause within a side-channel round trip. */
 			struct timespec ts;
@@ -723,6 +757,35 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 
 /* ---- control ---------------------------------------------------------------------------- */
 
+/*
+ * DISCONNECT after everything sent so far. With the ring full it waits, the call does not:
+ * shutdown() and close() never fail for lack of buffer (TCP queues its FIN too). The pending
+ * DISCONNECT goes out from the next data call, or from the engine once the peer frees room.
+ * Lock held.
+ */
+void san_sock_send_fin(struct san_sock *s)
+{
+	s->fin_sent = true;
+	s->fin_pending = true;
+	san_sock_flush_fin(s);
+	if (s->fin_pending && san_conn_tx_arm(s, SAN_HDR_LEN) == 1)
+		san_sock_flush_fin(s);
+	if (s->fin_pending)
+		san_up_watch_fin(s);
+}
+
+/* Try the pending DISCONNECT again. Lock held. */
+void san_sock_flush_fin(struct san_sock *s)
+{
+	int r;
+
+	if (!s->fin_pending || s->err)
+		return;
+	r = san_conn_post_ctrl(s, SAN_T_DISCONNECT, 0);
+	if (r != -EAGAIN)
+		s->fin_pending = false;
+}
+
 int san_sock_shutdown(int fd, int how)
 {
 	struct san_sock *s = san_sock_get(fd);
@@ -736,19 +799,13 @@ int san_sock_shutdown(int fd, int how)
 		if (!s->attempted || s->rx == SK_RX_TCP)
 			san_sock_drop(s, SAN_R_STATE);
 		r = SAN_PASS;
-	} else if (!s->swapped) {
-		/* Mid switch-over (committed, not yet swapped): the sends already go to the SAN. */
-		if (how != SHUT_RD && !s->fin_sent && s->tx == SK_TX_SAN) {
-			(void)san_conn_post_ctrl(s, SAN_T_DISCONNECT, 0);
-			s->fin_sent = true;
-		}
 	} else {
-		if ((how == SHUT_WR || how == SHUT_RDWR) && !s->fin_sent && !s->err) {
-			r = san_conn_post_ctrl(s, SAN_T_DISCONNECT, 0);
-			s->fin_sent = true;
-		}
+		/* Committed: the sends go to the SAN, and so does the end of the stream. */
+		if (how != SHUT_RD && !s->fin_sent && !s->err && s->tx == SK_TX_SAN)
+			san_sock_send_fin(s);
+		/* The anchor must stay readable (it reports the peer's end): only remember it. */
 		if (how == SHUT_RD || how == SHUT_RDWR)
-			(void)san_sys_shutdown(s->tcp, SHUT_RD);
+			s->rd_shut = true;
 	}
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
@@ -969,6 +1026,25 @@ bool san_sock_on_close(int fd)
 		return false;
 	}
 	s->closing = true;
+	if (s->committed && !s->swapped && s->rx == SK_RX_DRAIN && s->tcp_rx == s->x_peer) {
+		/*
+		 * The application read everything before the peer's MARK but not the MARK: left
+		 * unread, it would make the kernel answer our close with a reset, which can destroy
+		 * data still on its way to the peer. Take it off first (briefly: it is in flight).
+		 */
+		for (int i = 0; i < 50 && s->mark_have < SAN_MARK_LEN; i++) {
+			long n = san_sys_recv(s->tcp, s->mark + s->mark_have,
+					      SAN_MARK_LEN - s->mark_have, MSG_DONTWAIT);
+			struct pollfd p = { s->tcp, POLLIN, 0 };
+
+			if (n > 0) {
+				s->mark_have += (unsigned int)n;
+				continue;
+			}
+			if (n != -EAGAIN || san_sys_poll(&p, 1, 1) < 0)
+				break;
+		}
+	}
 	if (s->tx == SK_TX_SAN && !s->err)
 		san_conn_close(s);
 	if (s->committed && !s->swapped) {
@@ -981,6 +1057,8 @@ bool san_sock_on_close(int fd)
 		san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);
 		san_stats_add(SAN_STAT_TCP_RX_BYTES, s->tcp_rx);
 	}
+	if (!s->swapped)
+		s->tcp = -1; /* the number goes with the application's close: never touch it again */
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	san_up_unwatch(s);

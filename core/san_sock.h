@@ -51,6 +51,7 @@ struct san_sock {
 	bool swapped;	 /* fd is the notification socket now */
 	bool closing;	 /* the application closed it */
 	bool dropped;	 /* stays TCP: the fd passes through from now on */
+	bool rd_shut;	 /* shutdown(SHUT_RD) on a switched fd: reads return 0 */
 	uint64_t deadline_ns; /* B: the window closes (CLOCK_MONOTONIC) */
 	enum san_sock_rx rx;
 	enum san_sock_tx tx;
@@ -77,7 +78,9 @@ struct san_sock {
 	uint32_t rx_off;   /* bytes of the current DATA frame already delivered */
 	bool hello_rx;
 	bool peer_fin;	   /* DISCONNECT received: EOF after the ring's data */
-	bool fin_sent;	   /* DISCONNECT sent (shutdown SHUT_WR or close) */
+	bool fin_sent;	   /* shutdown SHUT_WR or close: no more sends */
+	bool fin_pending;  /* ... but the DISCONNECT waits for ring space */
+	void *fw;	   /* engine watcher for the pending DISCONNECT */
 	int err;	   /* sticky: -ECONNRESET etc. once reset */
 	bool anchor_dead;  /* EOF or error on the anchor (peer process gone) */
 	bool anchor_watch; /* the engine watches the anchor */
@@ -132,6 +135,9 @@ void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason);
 struct san_sock *san_sock_find_tuple(const struct san_tuple *t);
 void san_sock_ring_peer(struct san_sock *s);
 void san_sock_ring_self(struct san_sock *s);
+void san_sock_epoll_rearm(struct san_sock *s);
+void san_sock_send_fin(struct san_sock *s);
+void san_sock_flush_fin(struct san_sock *s);
 int san_sock_now_ms(void);
 
 /* san_up.c: the upgrade. */
@@ -141,6 +147,7 @@ void san_up_unlisten(int lfd);
 void san_up_atfork_child(void);
 void san_up_watch_anchor(struct san_sock *s);
 void san_up_unwatch(struct san_sock *s);
+void san_up_watch_fin(struct san_sock *s);
 
 /* san_conn.c: the SAN data path, lock held. */
 ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total);

@@ -69,11 +69,21 @@ static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, bool cre
 	if (ring_size < SAN_SHM_RING_MIN || ring_size > 64u * 1024 * 1024 ||
 	    (ring_size & (ring_size - 1)))
 		return -EPROTO;
+	/*
+	 * The size is sealed: a peer that could shrink the file would make our next access to
+	 * the mapping fault (SIGBUS). The accepter maps only a sealed memfd of the right size.
+	 */
 	if (creator) {
-		if (ftruncate(memfd, (off_t)len) < 0)
-			return -errno;
-	} else if (fstat(memfd, &st) < 0 || (size_t)st.st_size < len) {
-		return -EPROTO;
+		if (ftruncate(memfd, (off_t)len) < 0 ||
+		    san_sys_fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+			return -EPERM;
+	} else {
+		int seals = san_sys_fcntl(memfd, F_GET_SEALS, 0);
+
+		if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_SEAL)) !=
+					 (F_SEAL_SHRINK | F_SEAL_SEAL) ||
+		    fstat(memfd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size < len)
+			return -EPROTO;
 	}
 	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (base == MAP_FAILED)
@@ -191,7 +201,7 @@ void san_up_a_run(struct san_sock *s)
 	if (s->side < 0)
 		return a_fallback(s, s->side == -ECONNREFUSED ? SAN_FB_NO_PEER : SAN_R_CHANNEL);
 
-	memfd = memfd_create("sanswitch", MFD_CLOEXEC);
+	memfd = memfd_create("sanswitch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (memfd < 0 || map_rings(s, memfd, SAN_RING_SIZE, true, true) < 0 ||
 	    make_pair(&s->xfd, &y) < 0) {
 		if (memfd >= 0)
@@ -313,8 +323,13 @@ static void side_reject(int fd, uint16_t reason)
 static void b_fallback(struct san_sock *s, unsigned int reason)
 {
 	pthread_mutex_lock(&s->lock);
-	if (!s->committed)
+	if (!s->committed && !s->closing) {
+		if (s->rx == SK_RX_PAUSED)
+			san_sock_epoll_rearm(s);
 		a_fallback(s, reason);
+	} else if (!s->committed) {
+		a_fallback(s, reason);
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -432,6 +447,8 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 		r = san_conn_send_hello(s) < 0 ? -EIO : r;
 	if (r < 0 && r != -EAGAIN)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
+	if (!s->closing)
+		san_sock_epoll_rearm(s);
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	san_debug("fd %d: committed (B), peer's X %llu", s->fd, (unsigned long long)s->x_peer);
@@ -704,11 +721,102 @@ void san_up_watch_anchor(struct san_sock *s)
 	}
 }
 
+static void unwatch_fin_on_engine(void *arg);
+
 void san_up_unwatch(struct san_sock *s)
 {
-	void *a = s->ew;
+	void *a = s->ew, *f;
 
 	s->ew = NULL;
 	if (a && san_engine_call(unwatch_on_engine, a) < 0)
 		san_warn("fd %d: anchor watch not stopped", s->fd);
+	pthread_mutex_lock(&s->lock);
+	f = s->fw;
+	s->fw = NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (f && san_engine_call(unwatch_fin_on_engine, f) < 0)
+		san_warn("fd %d: DISCONNECT watch not stopped", s->fd);
+}
+
+/* ---- a DISCONNECT waiting for ring space ------------------------------------------------- */
+
+struct fin_watch {
+	ev_io w;
+	struct san_sock *s;
+};
+
+/* X became writable: the peer freed room (and took our plugs). Post the DISCONNECT. */
+static void fin_writable(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct fin_watch *f = (struct fin_watch *)w;
+	struct san_sock *s = f->s;
+	bool done;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->fw != f) {
+		/* san_up_unwatch took it: its queued call frees it */
+		pthread_mutex_unlock(&s->lock);
+		ev_io_stop(loop, w);
+		return;
+	}
+	san_sock_flush_fin(s);
+	if (s->fin_pending && !s->err && san_conn_tx_arm(s, SAN_HDR_LEN) == 1)
+		san_sock_flush_fin(s);
+	done = !s->fin_pending || s->err;
+	if (done)
+		s->fw = NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (done) {
+		ev_io_stop(loop, w);
+		san_sys_close(w->fd);
+		san_sock_put(s);
+		free(f);
+	}
+}
+
+static void unwatch_fin_on_engine(void *arg)
+{
+	struct fin_watch *f = arg;
+
+	ev_io_stop(san_engine_loop(), &f->w);
+	san_sys_close(f->w.fd);
+	san_sock_put(f->s);
+	free(f);
+}
+
+static void fin_on_engine(void *arg)
+{
+	struct fin_watch *f = arg;
+
+	ev_io_start(san_engine_loop(), &f->w);
+}
+
+/* Lock held. The watcher waits on its own dup of X: the application may close its number. */
+void san_up_watch_fin(struct san_sock *s)
+{
+	struct fin_watch *f;
+	struct san_sock *ref;
+	int x;
+
+	if (s->fw)
+		return;
+	f = calloc(1, sizeof(*f));
+	x = san_sys_fcntl(s->xfd, F_DUPFD_CLOEXEC, 0);
+	ref = san_sock_get(s->fd);
+	if (!f || x < 0 || ref != s) {
+		san_sock_put(ref);
+		if (x >= 0)
+			san_sys_close(x);
+		free(f);
+		return;
+	}
+	f->s = s;
+	ev_io_init(&f->w, fin_writable, x, EV_WRITE);
+	s->fw = f;
+	if (san_engine_call(fin_on_engine, f) < 0) {
+		s->fw = NULL;
+		san_sys_close(x);
+		san_sock_put(s);
+		free(f);
+	}
 }

@@ -108,11 +108,17 @@ static ssize_t san_sendfile_copy(int out_fd, int in_fd, off64_t *offset, size_t 
 		v.iov_base = buf;
 		v.iov_len = (size_t)n;
 		s = san_route_send(out_fd, &v, 1, 0);
+		if (s == SAN_PASS) {
+			/* The connection stays TCP after all: the kernel sends this chunk. */
+			s = SAN_REAL(send)(out_fd, buf, (size_t)n, 0);
+			if (s < 0)
+				s = -errno;
+		}
 		if (s < 0) {
-			if (!offset && s != SAN_PASS)
+			if (!offset)
 				(void)lseek64(in_fd, -(off64_t)n, SEEK_CUR);
 			if (!total)
-				total = s == SAN_PASS ? -EAGAIN : s;
+				total = s;
 			break;
 		}
 		if (!offset && s < n)
