@@ -58,6 +58,7 @@ void san_core_atfork_parent(void)
  */
 void san_core_before_exec(void)
 {
+	san_sock_before_exec();
 	san_stats_before_exec();
 }
 

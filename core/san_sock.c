@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "core/san_config.h"
@@ -34,6 +35,38 @@ int san_sock_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (int)(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
+/*
+ * The engine's own long-lived fds (side channels, doorbell sockets, anchors) move to high
+ * numbers: the kernel hands out the lowest free number, and a program may count on its own
+ * sockets getting small ones (a shell redirection such as >&3 takes one digit). Half the
+ * soft RLIMIT_NOFILE, at most 512; a program that uses that many fds still gets them.
+ * Returns the new fd (the old one is closed), or fd itself if it cannot move.
+ */
+int san_fd_hide(int fd)
+{
+	static int base;
+	int b = __atomic_load_n(&base, __ATOMIC_RELAXED), nfd;
+
+	if (fd < 0)
+		return fd;
+	if (!b) {
+		struct rlimit rl;
+
+		b = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 128
+			    ? (int)(rl.rlim_cur / 2 < 512 ? rl.rlim_cur / 2 : 512)
+			    : -1;
+		__atomic_store_n(&base, b, __ATOMIC_RELAXED);
+	}
+	if (b < 0 || fd >= b)
+		return fd;
+	nfd = san_sys_fcntl(fd, F_DUPFD_CLOEXEC, b);
+	if (nfd < 0)
+		return fd;
+	san_sys_close(fd);
+	san_fd_clear(nfd); /* whatever a close we never saw left in that slot */
+	return nfd;
 }
 
 static uint64_t now_ns(void)
@@ -313,15 +346,15 @@ int san_sock_swap(struct san_sock *s)
 {
 	int anchor, fl, fdfl, i;
 
-	anchor = san_sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+	anchor = san_fd_hide(san_sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0));
 	if (anchor < 0)
 		return anchor;
 	for (i = 0; i < s->nep; i++)
 		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_DEL, s->fd, NULL);
 	fl = san_sys_fcntl(s->fd, F_GETFL, 0);
 	fdfl = san_sys_fcntl(s->fd, F_GETFD, 0);
-	if (fl >= 0 && (fl & O_NONBLOCK))
-		(void)san_sys_fcntl(s->xfd, F_SETFL, O_NONBLOCK);
+	/* X takes over the file flags the application set (it was made nonblocking for us). */
+	(void)san_sys_fcntl(s->xfd, F_SETFL, fl >= 0 ? (fl & O_NONBLOCK) : 0);
 	if (san_sys_dup3(s->xfd, s->fd, fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
 		int e = -errno;
 
@@ -484,7 +517,15 @@ void san_sock_check_anchor(struct san_sock *s)
 	san_debug("fd %d: the anchor reports %s: the peer is gone", s->fd,
 		  r > 0 ? "data after the MARK" : r == 0 ? "EOF" : strerror((int)-r));
 	s->anchor_dead = true;
+	/* Readable and writable from now on: every waiter comes to hear the news. */
 	san_sock_ring_self(s);
+	if (s->ylocal >= 0) {
+		char plugs[4096];
+
+		for (int i = 0; i < 16; i++)
+			if (san_sys_recv(s->ylocal, plugs, sizeof(plugs), MSG_DONTWAIT) < 0)
+				break;
+	}
 }
 
 /* Spin on the rings first: sleeping in the kernel costs more than a short wait (SPIN_US). */
@@ -523,6 +564,10 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		return -ECONNRESET;
 	}
 	total = iov_total(m->msg_iov, m->msg_iovlen);
+	if (!total) {
+		san_sock_put(s);
+		return 0; /* as TCP: sending nothing returns 0 at once */
+	}
 	nb = fd_nonblocking(fd, flags);
 	for (;;) {
 		struct iovec sl[64];
@@ -961,6 +1006,37 @@ void san_sock_atfork_parent(void)
 			san_sock_put(list[i]);
 		}
 	} while (n == 64);
+}
+
+/*
+ * Just before exec: the new program cannot speak the session protocol, so each switched fd it
+ * would inherit is replaced, in this process only, by one end of a fresh socketpair whose other
+ * end is closed: it reads end-of-file, writes fail EPIPE, never a byte of the rings. The parent
+ * (after fork) or this process (if the exec fails) keeps the connection: the notification
+ * socket lives on in the other copies. Runs in a vfork child too: no locks, no allocation,
+ * only the fd table (read without locks) and system calls on this process's own fds.
+ */
+void san_sock_before_exec(void)
+{
+	unsigned int hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
+
+	if (!san_fd_any_switched())
+		return;
+	for (unsigned int fd = 0; fd < hw; fd++) {
+		struct san_fd *f = san_fd_get((int)fd);
+		int fl, sv[2];
+
+		if (!f || san_fd_state(f) != SAN_FD_SWITCHED)
+			continue;
+		fl = san_sys_fcntl((int)fd, F_GETFD, 0);
+		if (fl < 0 || (fl & FD_CLOEXEC))
+			continue;
+		if (san_sys_socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+			continue;
+		san_sys_close(sv[1]);
+		(void)san_sys_dup3(sv[0], (int)fd, 0);
+		san_sys_close(sv[0]);
+	}
 }
 
 /*

@@ -106,6 +106,8 @@ int san_sock_passthrough(int fd);
 void san_sock_atfork_child(void);
 /* fork(), in the parent: candidates are shared with the child now, and stay TCP. */
 void san_sock_atfork_parent(void);
+/* exec(): inherited switched fds become sockets that read EOF (this process's copies only). */
+void san_sock_before_exec(void);
 
 /* Called by preload/ once the real call succeeded. */
 void san_sock_on_connect(int fd);
@@ -139,6 +141,7 @@ void san_sock_epoll_rearm(struct san_sock *s);
 void san_sock_send_fin(struct san_sock *s);
 void san_sock_flush_fin(struct san_sock *s);
 int san_sock_now_ms(void);
+int san_fd_hide(int fd);
 
 /* san_up.c: the upgrade. */
 void san_up_a_run(struct san_sock *s);

@@ -53,8 +53,8 @@ static int make_pair(int *x, int *y)
 		return r;
 	/* The smallest send buffer: a few plugs make X unwritable (san_conn_tx_arm). */
 	(void)san_sys_setsockopt_int(sv[0], SOL_SOCKET, SO_SNDBUF, 1);
-	*x = sv[0];
-	*y = sv[1];
+	*x = san_fd_hide(sv[0]);
+	*y = san_fd_hide(sv[1]);
 	return 0;
 }
 
@@ -197,7 +197,7 @@ void san_up_a_run(struct san_sock *s)
 		return a_fallback(s, SAN_FB_NO_PROVIDER);
 	if (san_fault(SAN_FAULT_SIDE_REFUSE))
 		return a_fallback(s, SAN_FB_NO_PEER);
-	s->side = san_sidechan_connect_dest(&s->tuple.peer, netns, &used);
+	s->side = san_fd_hide(san_sidechan_connect_dest(&s->tuple.peer, netns, &used));
 	if (s->side < 0)
 		return a_fallback(s, s->side == -ECONNREFUSED ? SAN_FB_NO_PEER : SAN_R_CHANNEL);
 
@@ -255,7 +255,7 @@ void san_up_a_run(struct san_sock *s)
 			return a_fallback(s, SAN_R_CREDENTIALS);
 		}
 	}
-	s->ypeer = rx.fd;
+	s->ypeer = san_fd_hide(rx.fd);
 	rx.fd = -1;
 	san_side_rx_close_fds(&rx);
 	s->peer_pid = rx.cred.pid;
@@ -433,7 +433,7 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 		c->stage = 2;
 		return;
 	}
-	s->ypeer = rx->fd;
+	s->ypeer = san_fd_hide(rx->fd);
 	rx->fd = -1;
 	s->committed = true;
 	s->tx = SK_TX_SAN;
@@ -548,6 +548,7 @@ static void b_listener_read(struct ev_loop *loop, ev_io *w, int revents)
 
 		if (fd < 0)
 			return;
+		fd = san_fd_hide(fd);
 		c = calloc(1, sizeof(*c));
 		if (!c) {
 			san_sys_close(fd);
@@ -565,6 +566,7 @@ static void b_listener_read(struct ev_loop *loop, ev_io *w, int revents)
 /* The side channels of this process's listeners: closed with their TCP listener. */
 struct side_listener {
 	ev_io w;
+	ev_timer linger; /* after the TCP listener closed: PROPOSEs of accepted connections */
 	int lfd;
 	struct side_listener *next;
 };
@@ -579,13 +581,30 @@ static void listen_on_engine(void *arg)
 	ev_io_start(san_engine_loop(), &l->w);
 }
 
+#define SAN_SIDE_LINGER 2.0 /* seconds a side channel outlives its TCP listener */
+
+static void side_linger_end(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct side_listener *l = (struct side_listener *)((char *)t -
+							   offsetof(struct side_listener, linger));
+
+	ev_io_stop(loop, &l->w);
+	san_sys_close(l->w.fd);
+	free(l);
+}
+
+/*
+ * The TCP listener is closed, but connections it accepted just before (a one-shot server
+ * closes its listener right after accept()) may still be proposed: the side channel stays a
+ * little longer. Its name stays taken meanwhile (a new listener on the same address and port
+ * within that time gets no side channel: its connections stay TCP).
+ */
 static void unlisten_on_engine(void *arg)
 {
 	struct side_listener *l = arg;
 
-	ev_io_stop(san_engine_loop(), &l->w);
-	san_sys_close(l->w.fd);
-	free(l);
+	ev_timer_init(&l->linger, side_linger_end, SAN_SIDE_LINGER, 0.);
+	ev_timer_start(san_engine_loop(), &l->linger);
 }
 
 /*
@@ -604,7 +623,7 @@ int san_up_listen(int lfd)
 		r = san_sidechan_listener_name(lfd, netns, &n);
 	if (r < 0)
 		return r;
-	sfd = san_sidechan_listen(&n);
+	sfd = san_fd_hide(san_sidechan_listen(&n));
 	if (sfd < 0) {
 		san_info("side channel %s: %s: connections to this listener stay on TCP",
 			 n.path + 1, strerror(-sfd));
@@ -801,7 +820,7 @@ void san_up_watch_fin(struct san_sock *s)
 	if (s->fw)
 		return;
 	f = calloc(1, sizeof(*f));
-	x = san_sys_fcntl(s->xfd, F_DUPFD_CLOEXEC, 0);
+	x = san_fd_hide(san_sys_fcntl(s->xfd, F_DUPFD_CLOEXEC, 0));
 	ref = san_sock_get(s->fd);
 	if (!f || x < 0 || ref != s) {
 		san_sock_put(ref);
