@@ -619,6 +619,13 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			waitev = POLLOUT;
 			if (r == -EAGAIN && san_conn_tx_arm(s, 0) == 1)
 				need_wait = -1; /* space now: retry at once */
+			else if (r == -EAGAIN && nb && !s->swapped)
+				/*
+				 * The application waits on the TCP fd, which stays writable and
+				 * gives epoll no new edge: the engine re-arms its registrations
+				 * once the peer frees room (san_up_watch_tx).
+				 */
+				san_up_watch_tx(s);
 		}
 		pthread_mutex_unlock(&s->lock);
 		if (v != sl && v != m->msg_iov)
@@ -629,7 +636,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			break;
 		if (r < 0 && r != -EAGAIN)
 			break;
-		if (r == -EAGAIN && nb)
+		if (r == -EAGAIN && nb && need_wait != -1)
 			break;
 		if (need_wait == -1)
 			continue;
@@ -816,7 +823,7 @@ void san_sock_send_fin(struct san_sock *s)
 	if (s->fin_pending && san_conn_tx_arm(s, SAN_HDR_LEN) == 1)
 		san_sock_flush_fin(s);
 	if (s->fin_pending)
-		san_up_watch_fin(s);
+		san_up_watch_tx(s);
 }
 
 /* Try the pending DISCONNECT again. Lock held. */

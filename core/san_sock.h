@@ -80,7 +80,7 @@ struct san_sock {
 	bool peer_fin;	   /* DISCONNECT received: EOF after the ring's data */
 	bool fin_sent;	   /* shutdown SHUT_WR or close: no more sends */
 	bool fin_pending;  /* ... but the DISCONNECT waits for ring space */
-	void *fw;	   /* engine watcher for the pending DISCONNECT */
+	void *fw;	   /* engine watcher for ring space (pending DISCONNECT, EPOLLOUT) */
 	int err;	   /* sticky: -ECONNRESET etc. once reset */
 	bool anchor_dead;  /* EOF or error on the anchor (peer process gone) */
 	bool anchor_watch; /* the engine watches the anchor */
@@ -150,7 +150,7 @@ void san_up_unlisten(int lfd);
 void san_up_atfork_child(void);
 void san_up_watch_anchor(struct san_sock *s);
 void san_up_unwatch(struct san_sock *s);
-void san_up_watch_fin(struct san_sock *s);
+void san_up_watch_tx(struct san_sock *s);
 
 /* san_conn.c: the SAN data path, lock held. */
 ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total);

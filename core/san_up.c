@@ -757,14 +757,17 @@ void san_up_unwatch(struct san_sock *s)
 		san_warn("fd %d: DISCONNECT watch not stopped", s->fd);
 }
 
-/* ---- a DISCONNECT waiting for ring space ------------------------------------------------- */
+/* ---- waiting for ring space: a pending DISCONNECT, an application's EPOLLOUT -------------- */
 
 struct fin_watch {
 	ev_io w;
 	struct san_sock *s;
 };
 
-/* X became writable: the peer freed room (and took our plugs). Post the DISCONNECT. */
+/*
+ * X became writable: the peer freed room (and took our plugs). Post a pending DISCONNECT; an
+ * application still on the TCP fd number gets its epoll registrations looked at again.
+ */
 static void fin_writable(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct fin_watch *f = (struct fin_watch *)w;
@@ -781,6 +784,8 @@ static void fin_writable(struct ev_loop *loop, ev_io *w, int revents)
 	san_sock_flush_fin(s);
 	if (s->fin_pending && !s->err && san_conn_tx_arm(s, SAN_HDR_LEN) == 1)
 		san_sock_flush_fin(s);
+	if (!s->swapped && !s->closing)
+		san_sock_epoll_rearm(s);
 	done = !s->fin_pending || s->err;
 	if (done)
 		s->fw = NULL;
@@ -811,7 +816,7 @@ static void fin_on_engine(void *arg)
 }
 
 /* Lock held. The watcher waits on its own dup of X: the application may close its number. */
-void san_up_watch_fin(struct san_sock *s)
+void san_up_watch_tx(struct san_sock *s)
 {
 	struct fin_watch *f;
 	struct san_sock *ref;

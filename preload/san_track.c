@@ -128,9 +128,18 @@ void san_track_close_range(unsigned int first, unsigned int last)
 		return;
 	/* A tracked fd 2 in the range stays that socket until the real call: no log into it. */
 	quiet = first <= STDERR_FILENO && last >= STDERR_FILENO && san_fd_get(STDERR_FILENO);
-	for (fd = first; fd < hw && fd <= last; fd++)
-		if (san_fd_get((int)fd))
-			san_stats_fd_close((int)fd);
+	for (fd = first; fd < hw && fd <= last; fd++) {
+		struct san_fd *f = san_fd_get((int)fd);
+
+		if (!f)
+			continue;
+		/* Each managed fd ends as in close(): DISCONNECT, side channels. */
+		if (san_fd_managed_state(san_fd_state(f)) && !san_fd_guarded())
+			san_sock_on_close((int)fd);
+		else if (san_fd_state(f) == SAN_FD_LISTENER && !san_fd_guarded())
+			san_up_unlisten((int)fd);
+		san_stats_fd_close((int)fd);
+	}
 	san_fd_clear_range(first, last);
 	if (!quiet)
 		san_debug("fds %u..%u: untracked (close_range)", first, last);
