@@ -309,6 +309,35 @@ no_preload_errors() {
 
 sha() { sha256sum <"$1" | cut -d' ' -f1; }
 
+# ---------------------------------------------------------------- the stats line (SANSWITCH_STATS=1)
+
+STATS_LINE_RE='^sanswitch: pid=[0-9]+ switched=[0-9]+ fallback=[0-9]+ san_tx_bytes=[0-9]+ san_rx_bytes=[0-9]+ tcp_tx_bytes=[0-9]+ tcp_rx_bytes=[0-9]+( [a-z_]+=[0-9]+)*$'
+
+# stats_line FILE — the one stats line in FILE (fails unless there is exactly one, well formed).
+stats_line() {
+	local n
+	n=$(grep -c '^sanswitch: pid=' "$1")
+	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines, expected exactly 1"; }
+	grep -E "$STATS_LINE_RE" "$1" || { show "$1"; fail "$(basename -- "$1"): malformed stats line"; }
+}
+
+# field LINE KEY — the value of KEY=... in a stats line. (Callers in $(...) add "|| exit 1": a fail
+# there only leaves the subshell.)
+field() {
+	local v
+	v=$(printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p")
+	[ -n "$v" ] || fail "no field $2 in: $1"
+	echo "$v"
+}
+
+# moved LINE KEY — san_KEY_bytes + tcp_KEY_bytes of a stats line (KEY: tx or rx).
+moved() {
+	local san tcp
+	san=$(field "$1" "san_$2_bytes") || exit 1
+	tcp=$(field "$1" "tcp_$2_bytes") || exit 1
+	echo $((san + tcp))
+}
+
 # ---------------------------------------------------------------- the verifier
 
 # vpair NAME SMODE CMODE CONNS SERVER_ARGS -- CLIENT_ARGS — one sanverify server/client run:

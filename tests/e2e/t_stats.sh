@@ -9,24 +9,6 @@ need_build
 need_cmd iperf3
 
 SHM=/dev/shm
-LINE_RE='^sanswitch: pid=[0-9]+ switched=[0-9]+ fallback=[0-9]+ san_tx_bytes=[0-9]+ san_rx_bytes=[0-9]+ tcp_tx_bytes=[0-9]+ tcp_rx_bytes=[0-9]+( [a-z_]+=[0-9]+)*$'
-
-# stats_line FILE — the one stats line in FILE (fails unless there is exactly one, well formed).
-stats_line() {
-	local n
-	n=$(grep -c '^sanswitch: pid=' "$1")
-	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines, expected exactly 1"; }
-	grep -E "$LINE_RE" "$1" || { show "$1"; fail "$(basename -- "$1"): malformed stats line"; }
-}
-
-# field LINE KEY — the value of KEY=... in a stats line. (Callers in $(...) add "|| exit 1": a fail
-# there only leaves the subshell.)
-field() {
-	local v
-	v=$(printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p")
-	[ -n "$v" ] || fail "no field $2 in: $1"
-	echo "$v"
-}
 
 # ge NAME A B — A >= B, or fail.
 ge() { [ "$2" -ge "$3" ] || fail "$1: $2 < $3"; }
@@ -106,7 +88,7 @@ grep '^sanswitch: pid=' "$TMP/fe.err" | sed 's/^sanswitch: pid=\([0-9]*\) .*/\1/
 [ -s "$TMP/fe.pids" ] || fail "forkexec: no stats lines at all"
 dups=$(uniq -d "$TMP/fe.pids")
 [ -z "$dups" ] || { show "$TMP/fe.err"; fail "forkexec: more than one line for pid(s) $dups"; }
-if grep '^sanswitch: pid=' "$TMP/fe.err" | grep -Ev "$LINE_RE"; then
+if grep '^sanswitch: pid=' "$TMP/fe.err" | grep -Ev "$STATS_LINE_RE"; then
 	fail "forkexec: malformed stats line(s) above"
 fi
 while read -r p; do

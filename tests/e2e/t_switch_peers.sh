@@ -11,7 +11,6 @@
 need_build
 
 export SANSWITCH_STATS=1
-LINE_RE='^sanswitch: pid=[0-9]+ switched=[0-9]+ fallback=[0-9]+ san_tx_bytes=[0-9]+ san_rx_bytes=[0-9]+ tcp_tx_bytes=[0-9]+ tcp_rx_bytes=[0-9]+( [a-z_]+=[0-9]+)*$'
 
 IDLE_RE='^sanswitch: pid=[0-9]+ switched=0 fallback=0 san_tx_bytes=0 san_rx_bytes=0 tcp_tx_bytes=0 tcp_rx_bytes=0 enobufs=0 connects=0 accepts=0$'
 
@@ -21,32 +20,8 @@ pid_line() {
 	local n
 	n=$(grep -c "^sanswitch: pid=$2 " "$1")
 	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines for pid $2, expected 1"; }
-	grep -E "$LINE_RE" "$1" | grep "^sanswitch: pid=$2 " ||
+	grep -E "$STATS_LINE_RE" "$1" | grep "^sanswitch: pid=$2 " ||
 		{ show "$1"; fail "$(basename -- "$1"): malformed stats line for pid $2"; }
-}
-
-# stats_line FILE — the one stats line in FILE (a sanverify process: exactly one, well formed).
-stats_line() {
-	local n
-	n=$(grep -c '^sanswitch: pid=' "$1")
-	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines, expected exactly 1"; }
-	grep -E "$LINE_RE" "$1" || { show "$1"; fail "$(basename -- "$1"): malformed stats line"; }
-}
-
-# field LINE KEY — the value of KEY=... in a stats line. (Callers in $(...) add "|| exit 1".)
-field() {
-	local v
-	v=$(printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p")
-	[ -n "$v" ] || fail "no field $2 in: $1"
-	echo "$v"
-}
-
-# moved LINE KEY — san_KEY_bytes + tcp_KEY_bytes of a stats line (KEY: tx or rx).
-moved() {
-	local san tcp
-	san=$(field "$1" "san_$2_bytes") || exit 1
-	tcp=$(field "$1" "tcp_$2_bytes") || exit 1
-	echo $((san + tcp))
 }
 
 # switched_n NAME LINE N — the line says N connections switched and none fell back.
