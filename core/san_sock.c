@@ -370,6 +370,20 @@ int san_sock_swap(struct san_sock *s)
 	s->xfd = s->fd;
 	s->tcp = anchor;
 	s->swapped = true;
+	/* Numbers dup()ed from it between commit and now become X too (san_sock_on_dup). */
+	if (s->fdrefs > 1) {
+		pthread_mutex_lock(&reg_lock);
+		for (unsigned int n = 0; n < reg_size; n++) {
+			int nfl;
+
+			if (reg[n] != s || (int)n == s->fd)
+				continue;
+			nfl = san_sys_fcntl((int)n, F_GETFD, 0);
+			if (san_sys_dup3(s->fd, (int)n, nfl > 0 && (nfl & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
+				san_fd_set_state((int)n, SAN_FD_SWITCHED);
+		}
+		pthread_mutex_unlock(&reg_lock);
+	}
 	for (i = 0; i < s->nep; i++)
 		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_ADD, s->fd, &s->ep[i].ev);
 	san_fd_set_state(s->fd, SAN_FD_SWITCHED);
@@ -959,7 +973,11 @@ void san_sock_on_dup(int fd, int nfd)
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->lock);
-	if (s->swapped) {
+	if (s->swapped || s->committed) {
+		/*
+		 * Both numbers name the connection: switched, both are X; committed, the swap
+		 * makes every registered number X (san_sock_swap).
+		 */
 		pthread_mutex_lock(&reg_lock);
 		if (reg && (unsigned int)nfd < reg_size && !reg[nfd]) {
 			reg[nfd] = s;
