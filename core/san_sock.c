@@ -542,22 +542,17 @@ void san_sock_check_anchor(struct san_sock *s)
 	}
 }
 
-/*
- * Spin before sleeping: a peer on the same host usually answers within microseconds, and waking
- * from a kernel sleep costs more. Runs without the lock (another thread may send meanwhile):
- * it watches the producer index in shared memory and the connection's end. true: look again.
- */
-static bool spin_for(struct san_sock *s, uint64_t seen)
+/* Spin on the rings first: sleeping in the kernel costs more than a short wait (SPIN_US). */
+static bool spin_for(struct san_sock *s, bool rx)
 {
 	uint64_t end = now_ns() + (uint64_t)san_cfg.spin_us * 1000u;
 
-	if (!san_cfg.spin_us || !s->rxr.sh)
+	if (!san_cfg.spin_us)
 		return false;
 	do {
-		if (__atomic_load_n(&s->rxr.sh->prod, __ATOMIC_ACQUIRE) != seen)
+		if (rx ? san_conn_rx_ready(s) : false)
 			return true;
-		if (__atomic_load_n(&s->err, __ATOMIC_RELAXED) ||
-		    __atomic_load_n(&s->anchor_dead, __ATOMIC_RELAXED))
+		if (__atomic_load_n(&s->err, __ATOMIC_RELAXED) || s->anchor_dead)
 			return true;
 		__builtin_ia32_pause();
 	} while (now_ns() < end);
@@ -682,9 +677,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct san_sock *s = san_sock_get(fd);
 	size_t total, done = 0;
-	bool nb, waitall, spun = false;
+	bool nb, waitall;
 	int timeo = -2, paused_waits = 0;
-	uint64_t seen = 0;
 	ssize_t r = 0;
 
 	if (!s) {
@@ -707,7 +701,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		struct iovec sl[64];
 		struct iovec *v = sl;
 		int cnt = (int)m->msg_iovlen, waitfd = -1;
-		bool pause_wait = false, spin_now = false;
+		bool pause_wait = false;
 
 		pthread_mutex_lock(&s->lock);
 		sock_before_io(s);
@@ -777,13 +771,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			 * Empty: whoever waits next (we, or the application in poll/epoll) sleeps
 			 * on X, so the peer must ring it: arm. Data that came meanwhile: again.
 			 */
-			if (r == -EAGAIN && !nb && san_cfg.spin_us && !spun) {
-				/* spin first, outside the lock (below), then arm and sleep */
-				seen = __atomic_load_n(&s->rxr.sh->prod, __ATOMIC_ACQUIRE);
-				spin_now = true;
-			} else if (r == -EAGAIN && san_conn_rx_arm(s) == 1) {
+			if (r == -EAGAIN && ((!nb && spin_for(s, true)) || san_conn_rx_arm(s) == 1))
 				r = -EINTR;
-			}
 			waitfd = s->xfd;
 			m->msg_flags = 0;
 			break;
@@ -799,12 +788,6 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			break;
 		if (r == -EINTR)
 			continue;
-		if (spin_now) {
-			spun = true;
-			if (spin_for(s, seen))
-				spun = false; /* something came: read it, and spin again next time */
-			continue;
-		}
 		if (pause_wait && nb && ++paused_waits > 2)
 			break; /* EAGAIN: a stalled peer must not block a nonblocking reader */
 		if (pause_wait) {
