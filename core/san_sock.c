@@ -27,7 +27,6 @@ static unsigned int reg_size;
 static struct san_sock *reg_list;
 
 #define SAN_B_WINDOW_MS 5000 /* B: how long after accept() a PROPOSE may come */
-#define SAN_PAUSE_WAIT_MS 2000 /* a receive waits at most this long for a pause to end */
 
 int san_sock_now_ms(void)
 {
@@ -455,7 +454,6 @@ static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t max, s
 	return n;
 }
 
-#define SAN_IOV_CAP 1024
 
 /* A's upgrade runs in the first data call; B's window may have closed. Lock held. */
 static void sock_before_io(struct san_sock *s)
@@ -543,14 +541,14 @@ void san_sock_check_anchor(struct san_sock *s)
 }
 
 /* Spin on the rings first: sleeping in the kernel costs more than a short wait (SPIN_US). */
-static bool spin_for(struct san_sock *s, bool rx)
+static bool spin_for(struct san_sock *s)
 {
 	uint64_t end = now_ns() + (uint64_t)san_cfg.spin_us * 1000u;
 
 	if (!san_cfg.spin_us)
 		return false;
 	do {
-		if (rx ? san_conn_rx_ready(s) : false)
+		if (san_conn_rx_ready(s))
 			return true;
 		if (__atomic_load_n(&s->err, __ATOMIC_RELAXED) || s->anchor_dead)
 			return true;
@@ -559,16 +557,16 @@ static bool spin_for(struct san_sock *s, bool rx)
 	return false;
 }
 
-/* ---- send ------------------------------------------------------------------------------ */
-
-ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
+/*
+ * The start of a data call: the fd's sock with a reference (*sp), and the bytes asked for.
+ * Returns 1 to go on; otherwise the call's result: SAN_PASS (no sock: plain TCP from now on),
+ * -ECONNRESET (a fork child's orphaned copy), 0 (nothing asked for: TCP returns 0 at once).
+ */
+static ssize_t sock_io_begin(int fd, const struct msghdr *m, struct san_sock **sp, size_t *total)
 {
 	struct san_sock *s = san_sock_get(fd);
-	size_t total, done = 0;
-	bool nb;
-	int timeo = -2;
-	ssize_t r;
 
+	*sp = s;
 	if (!s) {
 		san_sock_drop_fd(fd, false, 0);
 		return SAN_PASS;
@@ -577,11 +575,26 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		san_sock_put(s);
 		return -ECONNRESET;
 	}
-	total = iov_total(m->msg_iov, m->msg_iovlen);
-	if (!total) {
+	*total = iov_total(m->msg_iov, m->msg_iovlen);
+	if (!*total) {
 		san_sock_put(s);
-		return 0; /* as TCP: sending nothing returns 0 at once */
+		return 0;
 	}
+	return 1;
+}
+
+/* ---- send ------------------------------------------------------------------------------ */
+
+ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
+{
+	struct san_sock *s;
+	size_t total = 0, done = 0;
+	bool nb;
+	int timeo = -2;
+	ssize_t r = sock_io_begin(fd, m, &s, &total);
+
+	if (r != 1)
+		return r;
 	nb = fd_nonblocking(fd, flags);
 	for (;;) {
 		struct iovec sl[64];
@@ -675,25 +688,15 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 
 ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 {
-	struct san_sock *s = san_sock_get(fd);
-	size_t total, done = 0;
+	struct san_sock *s;
+	size_t total = 0, done = 0;
 	bool nb, waitall;
 	int timeo = -2, paused_waits = 0;
-	ssize_t r = 0;
+	ssize_t r = sock_io_begin(fd, m, &s, &total);
 
-	if (!s) {
-		san_sock_drop_fd(fd, false, 0);
-		return SAN_PASS;
-	}
-	if (s->orphan) {
-		san_sock_put(s);
-		return -ECONNRESET;
-	}
-	total = iov_total(m->msg_iov, m->msg_iovlen);
-	if (!total) {
-		san_sock_put(s);
-		return 0; /* as TCP: a zero-length read returns 0 at once */
-	}
+	if (r != 1)
+		return r;
+	r = 0;
 	nb = fd_nonblocking(fd, flags);
 	waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK) && !nb;
 	flags &= ~MSG_WAITALL;
@@ -771,7 +774,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			 * Empty: whoever waits next (we, or the application in poll/epoll) sleeps
 			 * on X, so the peer must ring it: arm. Data that came meanwhile: again.
 			 */
-			if (r == -EAGAIN && ((!nb && spin_for(s, true)) || san_conn_rx_arm(s) == 1))
+			if (r == -EAGAIN && ((!nb && spin_for(s)) || san_conn_rx_arm(s) == 1))
 				r = -EINTR;
 			waitfd = s->xfd;
 			m->msg_flags = 0;
