@@ -52,6 +52,7 @@
 #define EXIT_MISMATCH 1 /* a byte differed, was missing or was extra */
 #define EXIT_SYSERR 2	/* usage or system-call error */
 #define EXIT_TIMEOUT 3	/* -t exceeded */
+#define EXIT_EXPECT 4	/* verified, but --expect-enobufs saw no ENOBUFS */
 
 #define KiB (1024ULL)
 #define MiB (1024ULL * KiB)
@@ -87,6 +88,7 @@ static struct opts {
 	bool quiet;
 	bool corrupt; /* --corrupt: flip one byte to prove detection */
 	uint64_t corrupt_at;
+	bool expect_enobufs; /* --expect-enobufs: fail unless some send failed ENOBUFS */
 } opt = {
 	.family = AF_INET,
 	.conns = 1,
@@ -995,6 +997,36 @@ static bool would_block(void)
 	return errno == EAGAIN || errno == EWOULDBLOCK;
 }
 
+/*
+ * ENOBUFS from a send means the transport could not get memory for it (libsanswitch: a send
+ * above its inline size that can neither be registered nor copied; Windows: WSAENOBUFS).
+ * Nothing of that send went out and the connection is still usable, so it is not an error:
+ * like a careful application, both ends count it and send the same bytes again in smaller
+ * pieces.  Each failure halves the size of the next try, down to ENOBUFS_FLOOR, so a transport
+ * that refuses every large send forever still sees the stream go through in small ones.
+ */
+#define ENOBUFS_FLOOR (1 * KiB)
+
+static uint64_t enobufs_seen; /* sends that failed ENOBUFS, in this process */
+
+/* A send of len bytes failed ENOBUFS: count it, return the size to try next. */
+static size_t enobufs_retry(const char *who, size_t len)
+{
+	static bool warned;
+	struct timespec backoff = { 0, 1000000 };
+
+	__atomic_add_fetch(&enobufs_seen, 1, __ATOMIC_RELAXED);
+	if (len > ENOBUFS_FLOOR)
+		return MIN(len / 2 > ENOBUFS_FLOOR ? len / 2 : (size_t)ENOBUFS_FLOOR, len);
+	/* Nothing smaller to try: back off a moment and retry the same (-t bounds it). */
+	if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+		warn("%s: a %zu-byte send failed with ENOBUFS (at or below the %llu-byte floor); "
+		     "retrying it every 1 ms",
+		     who, len, ENOBUFS_FLOOR);
+	nanosleep(&backoff, NULL);
+	return len;
+}
+
 /* Where to connect or bind, from -4/-6, -a and -p. */
 static struct sockaddr_storage sv_addr;
 static socklen_t sv_addrlen;
@@ -1073,6 +1105,7 @@ struct cconn {
 	unsigned hdr_sent;
 	unsigned char *txbuf; /* the current write: generated once, sent by one or more calls */
 	size_t tx_len, tx_pos;
+	size_t tx_cap;	 /* after ENOBUFS: largest send for the rest of this chunk (0: none) */
 	uint64_t tx_off; /* stream bytes the kernel accepted */
 	bool tx_shut;	 /* SHUT_WR done (--half-close) */
 	struct rng wr;
@@ -1152,6 +1185,7 @@ static void c_next_chunk(struct cconn *c)
 		c->txbuf = xmalloc(MIN((uint64_t)opt.max_write, opt.bytes));
 	c->tx_len = MIN(rand_size(&c->wr, opt.min_write, opt.max_write), left);
 	c->tx_pos = 0;
+	c->tx_cap = 0;
 	stream_fill(c->key, c->tx_off, c->txbuf, c->tx_len);
 	if (opt.corrupt && c->idx == 0 && opt.corrupt_at >= c->tx_off &&
 	    opt.corrupt_at - c->tx_off < c->tx_len)
@@ -1176,12 +1210,19 @@ static enum step c_tx(struct cconn *c)
 		p = c->txbuf + c->tx_pos;
 		len = c->tx_len - c->tx_pos;
 	}
+	if (c->tx_cap && len > c->tx_cap)
+		len = c->tx_cap;
 	n = io_send(c->it.fd, &c->wr, p, len);
 	if (n < 0) {
 		if (would_block())
 			return ST_AGAIN;
 		if (errno == EINTR)
 			return ST_FULL; /* no information: call again */
+		if (errno == ENOBUFS) {
+			/* Nothing was sent: the same bytes again, in smaller pieces, at once. */
+			c->tx_cap = enobufs_retry(c->who, len);
+			return ST_FULL;
+		}
 		fail(EXIT_SYSERR, "%s: send at offset %" PRIu64 ": %s", c->who, c->tx_off,
 		     strerror(errno));
 	}
@@ -1400,6 +1441,7 @@ static int client_main(void)
 	struct cthread *ct = NULL;
 	uint64_t total = opt.bytes * opt.conns;
 	uint32_t crc = 0;
+	uint64_t enobufs;
 	double t0, dt;
 
 	resolve();
@@ -1432,9 +1474,21 @@ static int client_main(void)
 	     "(%s, %s, %s)",
 	     opt.conns, opt.conns == 1 ? "" : "s", opt.bytes, dt, dt > 0 ? total * 8 / dt / 1e9 : 0,
 	     opt.nonblock ? "nonblocking" : "blocking", wait_names[opt.wait], io_names[opt.io]);
+	enobufs = PEEK(enobufs_seen);
+	if (enobufs)
+		note("client: %" PRIu64 " send%s failed with ENOBUFS, sent again in smaller pieces",
+		     enobufs, enobufs == 1 ? "" : "s");
 	pthread_mutex_lock(&exit_lock);
-	printf("sanverify: client ok conns=%u bytes=%" PRIu64 " crc32=%08x\n", opt.conns, total,
-	       crc);
+	if (opt.expect_enobufs && !enobufs) {
+		fprintf(stderr,
+			"sanverify: client FAILED: --expect-enobufs, but no send failed with "
+			"ENOBUFS (the streams verified: conns=%u bytes=%" PRIu64 " crc32=%08x)\n",
+			opt.conns, total, crc);
+		quit(EXIT_EXPECT);
+	}
+	/* New fields go at the end: scripts parse "conns=.. bytes=.. crc32=..". */
+	printf("sanverify: client ok conns=%u bytes=%" PRIu64 " crc32=%08x enobufs=%" PRIu64 "\n",
+	       opt.conns, total, crc, enobufs);
 	quit(0);
 }
 
@@ -1465,6 +1519,11 @@ struct sconn {
 	int failed;   /* EXIT_* once the connection has failed */
 	bool ignored; /* closed before sending a byte: a port probe, not a client */
 	struct rng wr, rd;
+	/*
+	 * After ENOBUFS (see enobufs_retry): the bytes of the failed send not yet echoed, sent in
+	 * pieces of at most retry_cap before sizes are drawn at random again.  Writer only.
+	 */
+	size_t retry_left, retry_cap;
 
 	/* blocking mode: reader and writer threads share the ring */
 	pthread_mutex_t lock;
@@ -1483,15 +1542,26 @@ static struct {
 
 static void __attribute__((noreturn)) server_finish(void)
 {
+	uint64_t enobufs = PEEK(enobufs_seen);
+
 	pthread_mutex_lock(&exit_lock);
 	pthread_mutex_lock(&srv.lock);
-	if (srv.status)
+	if (srv.status) {
 		fprintf(stderr, "sanverify: server FAILED conns=%" PRIu64 " failed=%" PRIu64 "\n",
 			srv.done, srv.failed);
-	else
-		printf("sanverify: server ok conns=%" PRIu64 " bytes=%" PRIu64 "\n", srv.done,
-		       srv.bytes);
-	quit(srv.status);
+		quit(srv.status);
+	}
+	if (opt.expect_enobufs && !enobufs) {
+		fprintf(stderr,
+			"sanverify: server FAILED: --expect-enobufs, but no echo send failed with "
+			"ENOBUFS (the streams verified: conns=%" PRIu64 " bytes=%" PRIu64 ")\n",
+			srv.done, srv.bytes);
+		quit(EXIT_EXPECT);
+	}
+	/* New fields go at the end: scripts parse "conns=.. bytes=..". */
+	printf("sanverify: server ok conns=%" PRIu64 " bytes=%" PRIu64 " enobufs=%" PRIu64 "\n",
+	       srv.done, srv.bytes, enobufs);
+	quit(0);
 }
 
 /* The connection failed: say why now, count it when it closes. */
@@ -1653,21 +1723,37 @@ static void s_consume(struct sconn *c, unsigned char *p, size_t n)
 	PUBLISH(c->rx_off, c->rx_off + n);
 }
 
-/* One send of echo data from p (at most avail contiguous bytes); ST_IDLE: failed with *err. */
+/*
+ * One send of echo data from p (at most avail contiguous bytes); ST_IDLE: failed with *err.
+ * ENOBUFS is not a failure: *sent is -1 and the next call sends the same bytes in smaller pieces.
+ */
 static enum step s_tx_call(struct sconn *c, const unsigned char *p, size_t avail, ssize_t *sent,
 			   int *err)
 {
-	size_t want = MIN(rand_size(&c->wr, 1, opt.max_write), avail);
-	ssize_t n = io_send(c->it.fd, &c->wr, p, want);
+	size_t want = c->retry_left ? MIN(c->retry_cap, c->retry_left)
+				    : rand_size(&c->wr, 1, opt.max_write);
+	ssize_t n;
+
+	if (want > avail)
+		want = avail;
+	n = io_send(c->it.fd, &c->wr, p, want);
 
 	*sent = n;
 	*err = errno;
-	if (n >= 0)
+	if (n >= 0) {
+		c->retry_left -= MIN((size_t)n, c->retry_left);
 		return (size_t)n == want ? ST_FULL : ST_SHORT;
+	}
 	if (would_block())
 		return ST_AGAIN;
 	if (errno == EINTR)
 		return ST_FULL;
+	if (errno == ENOBUFS) {
+		if (!c->retry_left)
+			c->retry_left = want;
+		c->retry_cap = enobufs_retry(c->who, want);
+		return ST_FULL; /* call again at once */
+	}
 	return ST_IDLE;
 }
 
@@ -2127,9 +2213,13 @@ static void usage(FILE *f)
 		"  --half-close         client: shutdown(SHUT_WR) after the stream, expect EOF\n"
 		"  --conns-total N      server: exit after N connections\n"
 		"  --corrupt OFFSET     flip the byte at OFFSET of conn 0 (proves detection)\n"
+		"  --expect-enobufs     fail (exit 4) unless some send failed with ENOBUFS\n"
 		"  -t SECONDS           overall timeout, exit 3 (default 300, 0 = none)\n"
 		"  -q                   quiet: only errors and the result line\n"
-		"Exit: 0 verified, 1 data mismatch, 2 usage or system error, 3 timeout.\n");
+		"A send failing with ENOBUFS is counted and retried in smaller pieces (halved,\n"
+		"down to 1K); the result line ends with enobufs=N.\n"
+		"Exit: 0 verified, 1 data mismatch, 2 usage or system error, 3 timeout,\n"
+		"4 verified but --expect-enobufs saw no ENOBUFS.\n");
 }
 
 static void __attribute__((noreturn, format(printf, 1, 2))) usage_error(const char *fmt, ...)
@@ -2212,6 +2302,7 @@ enum {
 	O_HALF_CLOSE,
 	O_CONNS_TOTAL,
 	O_CORRUPT,
+	O_EXPECT_ENOBUFS,
 	O_HELP,
 };
 
@@ -2228,6 +2319,7 @@ static void parse_args(int argc, char **argv)
 		{ "half-close", no_argument, NULL, O_HALF_CLOSE },
 		{ "conns-total", required_argument, NULL, O_CONNS_TOTAL },
 		{ "corrupt", required_argument, NULL, O_CORRUPT },
+		{ "expect-enobufs", no_argument, NULL, O_EXPECT_ENOBUFS },
 		{ "help", no_argument, NULL, O_HELP },
 		{ "addr", required_argument, NULL, 'a' },
 		{ "port", required_argument, NULL, 'p' },
@@ -2307,6 +2399,9 @@ static void parse_args(int argc, char **argv)
 		case O_CORRUPT:
 			opt.corrupt = true;
 			opt.corrupt_at = parse_size("--corrupt", optarg);
+			break;
+		case O_EXPECT_ENOBUFS:
+			opt.expect_enobufs = true;
 			break;
 		case 't':
 			opt.timeout = parse_uint("-t", optarg, 0, 100000000);
