@@ -1,10 +1,14 @@
-/* core — the switched data path over the shm rings: DATA in, DATA out, doorbells, close. */
+/* core — the switched data path over the shm rings: DATA in, DATA out, READ, doorbells, close. */
 #include <string.h>
+#include <sys/mman.h>
 
+#include "core/san_config.h"
 #include "core/san_log.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
 #include "core/san_sys.h"
+#include "proto/san_bulk.h"
+#include "proto/san_frame.h"
 #include "proto/san_msg.h"
 #include "proto/san_upgrade.h"
 
@@ -13,6 +17,20 @@
  * at least two of them (a frame may be at most half the data area).
  */
 #define SAN_CONN_CHUNK (64u * 1024u)
+
+/*
+ * READ on shm (docs/protocol.md, "READ on shm"): sends of at least SAN_CONN_READ_MIN bytes go
+ * by READ under SANSWITCH_BULK=auto (below it one hashed copy through the ring costs less than
+ * the two extra frames); under =read every send above the inline threshold does. A region is
+ * at most a quarter of the area, so the peer reads one while we fill the next, and at least
+ * SAN_CONN_REGION_MIN unless the send is smaller: a nearly full area means wait, not crumbs.
+ */
+#define SAN_CONN_READ_MIN (16u * 1024u)
+#define SAN_CONN_REGION_MIN (16u * 1024u)
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
 
 /* Copy n bytes between buf and the iovec array from its byte off: into iov if to_iov. */
 static void iov_copy(const struct iovec *iov, int cnt, size_t off, void *buf, size_t n,
@@ -68,51 +86,64 @@ static int commit(struct san_sock *s)
 	return 0;
 }
 
+/* Reserve, encode (DATA: with its payload) and commit one message. 0, -EAGAIN, or an error. */
+static int post(struct san_sock *s, const struct san_msg *m)
+{
+	void *buf;
+	int room = san_shm_ring_prod_reserve(&s->txr, (uint32_t)san_msg_size(m), &buf);
+
+	if (room < 0)
+		return room;
+	if (san_msg_encode(m, buf, (size_t)room) < 0)
+		return -EINVAL;
+	return commit(s);
+}
+
 int san_conn_post_ctrl(struct san_sock *s, uint8_t type, uint16_t reason)
 {
 	struct san_msg m = { .type = type };
-	void *buf;
-	int room;
 
 	if (type == SAN_T_ABORT)
 		m.u.abort.reason = reason;
-	room = san_shm_ring_prod_reserve(&s->txr, (uint32_t)san_msg_size(&m), &buf);
-	if (room < 0)
-		return room;
-	if (san_msg_encode(&m, buf, (size_t)room) < 0)
-		return -EINVAL;
-	return commit(s);
+	return post(s, &m);
 }
 
 int san_conn_send_hello(struct san_sock *s)
 {
 	struct san_msg m = { .type = SAN_T_HELLO };
-	void *buf;
-	int room;
+	int r;
 
 	/*
 	 * shm: the ring's byte space is the flow control (docs/protocol.md, shm provider); the
 	 * geometry is the largest valid one, so credits never bind.
 	 */
-	m.u.hello.caps = 0;
+	/* We can read the peer's area (READ), and write into ours when the peer grants it. */
+	m.u.hello.caps = (s->bulk_rx ? SAN_CAP_RDMA_READ : 0) | (s->bulk_tx ? SAN_CAP_RDMA_WRITE : 0);
 	m.u.hello.pool = 65535;
 	m.u.hello.threshold = 32767;
 	m.u.hello.max_msg = s->rxr.max_msg;
 	m.u.hello.nonce = s->nonce_peer;
-	room = san_shm_ring_prod_reserve(&s->txr, (uint32_t)san_msg_size(&m), &buf);
-	if (room < 0)
-		return room;
-	if (san_msg_encode(&m, buf, (size_t)room) < 0)
-		return -EINVAL;
-	return commit(s);
+	r = post(s, &m);
+	if (r < 0 || !s->bulk_rx)
+		return r;
+	/*
+	 * Right after HELLO, the standing write grant (protocol.md "GRANT on shm"): the peer may
+	 * write into the whole of the area we read from, at offsets it chooses; a region is ours
+	 * again when we release the WRITE_DONE that reported it.
+	 */
+	memset(&m, 0, sizeof(m));
+	m.type = SAN_T_WRITE_GRANT;
+	m.u.write_grant.len = s->bulk_size;
+	r = post(s, &m);
+	s->grant_sent = r == 0;
+	return r;
 }
 
-ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total)
+/* Copy through the ring: DATA frames of up to SAN_CONN_CHUNK bytes, as many as fit now. */
+static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total)
 {
 	size_t sent = 0;
 
-	if (s->fin_sent || s->anchor_dead)
-		return -EPIPE;
 	while (sent < total) {
 		size_t chunk = total - sent;
 		struct san_msg m = { .type = SAN_T_DATA };
@@ -158,6 +189,224 @@ static int consume(struct san_sock *s)
 	return 0;
 }
 
+/* ---- READ, sending side ------------------------------------------------------------------ */
+
+/*
+ * The peer's HELLO: the capabilities in force (it may clear what it offered at setup, never
+ * add). 0, or -ECONNRESET with the ring declared broken. The frame is consumed.
+ */
+static int take_hello(struct san_sock *s, const struct san_msg *m)
+{
+	if (s->hello_rx || m->u.hello.nonce != s->nonce_mine) {
+		ring_broken(s, "HELLO", -SAN_PROTO_ENONCE);
+		return -ECONNRESET;
+	}
+	if (!san_caps_hello_ok(s->peer_caps, m->u.hello.caps)) {
+		ring_broken(s, "HELLO", -SAN_PROTO_ERANGE);
+		return -ECONNRESET;
+	}
+	s->hello_rx = true;
+	s->peer_caps = m->u.hello.caps;
+	return consume(s);
+}
+
+/* The peer's standing WRITE_GRANT of our area (sent right after its HELLO), consumed. */
+static int take_grant(struct san_sock *s, const struct san_msg *m)
+{
+	const struct san_write_grant *g = &m->u.write_grant;
+
+	if (!s->hello_rx || s->peer_grant || !s->bulk_tx || g->decline || g->xfer_id || g->offset ||
+	    g->addr || g->key || g->len != s->bulk_size) {
+		ring_broken(s, "WRITE_GRANT", -SAN_PROTO_ERANGE);
+		return -ECONNRESET;
+	}
+	s->peer_grant = true;
+	return consume(s);
+}
+
+/*
+ * A sender that never reads still needs the peer's capabilities and grant: its HELLO and
+ * WRITE_GRANT are the first frames of the inbound ring, so they are taken here if they wait
+ * at the read cursor.
+ */
+static void take_head(struct san_sock *s)
+{
+	struct san_shm_frame f;
+	struct san_msg m;
+
+	while (!s->err && !s->peer_grant && !s->rx_off &&
+	       san_shm_ring_cons_peek(&s->rxr, &f) == 0 &&
+	       san_msg_decode(f.msg, f.len, SAN_CHAN_SESSION, s->rxr.max_msg, &m) == 0) {
+		if (m.type == SAN_T_HELLO && !s->hello_rx)
+			(void)take_hello(s, &m);
+		else if (m.type == SAN_T_WRITE_GRANT)
+			(void)take_grant(s, &m);
+		else
+			break;
+	}
+}
+
+/*
+ * "Register" our bulk area: commit its pages now (MADV_POPULATE_WRITE), so that memory that
+ * cannot be had shows as an error here, where the send can still take another path, and never
+ * as a fault later. Once per connection; a failure turns READ off for it.
+ */
+static bool bulk_register(struct san_sock *s)
+{
+	if (!s->bulk_tx || s->bulk_broken || san_fault(SAN_FAULT_REG_FAIL))
+		return false;
+	if (!s->bulk_ready) {
+		if (madvise(s->bulk_tx, s->bulk_size, MADV_POPULATE_WRITE) < 0 && errno != EINVAL) {
+			san_info("fd %d: bulk area (%llu KiB) not committed (%s): sending by copy",
+				 s->fd, (unsigned long long)(s->bulk_size >> 10), strerror(errno));
+			s->bulk_broken = true;
+			return false;
+		}
+		s->bulk_ready = true; /* EINVAL: a kernel before 5.14, pages come at first touch */
+	}
+	return true;
+}
+
+/* How a send of total bytes (> SANSWITCH_INLINE_MAX) travels: READ, GRANT, COPY or -ENOBUFS. */
+static int bulk_mode(struct san_sock *s, size_t total)
+{
+	struct san_bulk_in in = {
+		.len = total,
+		.inline_max = san_cfg.inline_max,
+		.zcopy_min = san_cfg.bulk == SAN_CFG_BULK_READ ? san_cfg.inline_max + 1
+							      : SAN_CONN_READ_MIN,
+		.peer_caps = s->hello_rx ? s->peer_caps : 0,
+		.policy = san_cfg.bulk == SAN_CFG_BULK_INLINE  ? SAN_BULK_COPY_ONLY
+			  : san_cfg.bulk == SAN_CFG_BULK_GRANT ? SAN_BULK_NO_READ
+							       : SAN_BULK_AUTO,
+		.can_alloc = !san_fault(SAN_FAULT_ALLOC_FAIL),
+	};
+
+	take_head(s);
+	in.peer_caps = s->hello_rx ? s->peer_caps : 0;
+	/* We can write only into memory the peer granted. */
+	in.local_caps = s->peer_grant ? SAN_CAP_RDMA_WRITE : 0;
+	/* Only a send that could go by READ or GRANT commits the area's pages. */
+	in.can_register = in.policy != SAN_BULK_COPY_ONLY &&
+			  ((in.policy == SAN_BULK_AUTO && (in.peer_caps & SAN_CAP_RDMA_READ)) ||
+			   in.local_caps) &&
+			  bulk_register(s);
+	return san_bulk_choose(&in);
+}
+
+/*
+ * One READ or GRANT transfer (protocol.md "READ on shm", "GRANT on shm"): copy up to total
+ * bytes (those after the first skip of iov) into a region of our bulk area, then FIRST DATA (the mode, the region's first byte)
+ * and the message that hands over the rest (READ: SRC_AVAIL, "read it there"; GRANT:
+ * WRITE_DONE, "written into your grant there"), both or neither. The region is ours again
+ * once the peer releases that second frame. Returns the bytes taken; -EAGAIN with
+ * tx_wait_area set when the area is full (wait for the peer to read), or clear when the ring
+ * is (wait for ring space); -ECONNRESET.
+ */
+static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t skip,
+			   size_t total, int mode)
+{
+	bool grant = mode == SAN_XFER_GRANT;
+	struct san_msg first = { .type = SAN_T_DATA },
+		       sa = { .type = grant ? SAN_T_WRITE_DONE : SAN_T_SRC_AVAIL };
+	uint64_t cons, off, len, max = s->bulk_size / 4;
+	uint32_t both;
+	void *p;
+	int room;
+
+	if (san_shm_ring_prod_released(&s->txr, &cons) < 0) {
+		ring_broken(s, "send", -EPROTO);
+		return -ECONNRESET;
+	}
+	san_stage_release(&s->stage, cons);
+	len = san_stage_room(&s->stage, total < max ? total : max, SAN_CONN_REGION_MIN, &off);
+	if (len < 2) {
+		s->tx_wait_area = true;
+		return -EAGAIN;
+	}
+	first.u.data.first = true;
+	first.u.data.mode = grant ? SAN_XMODE_GRANT : SAN_XMODE_READ;
+	first.u.data.total_len = len;
+	first.u.data.xfer_id = s->xfer_tx_id + 1;
+	first.u.data.payload_len = 1;
+	if (grant) {
+		sa.u.write_done.xfer_id = first.u.data.xfer_id;
+		sa.u.write_done.status = SAN_XS_OK;
+		sa.u.write_done.offset = off + 1;
+		sa.u.write_done.len = len - 1;
+	} else {
+		sa.u.src_avail.xfer_id = first.u.data.xfer_id;
+		sa.u.src_avail.addr = off + 1;
+		sa.u.src_avail.len = len - 1;
+	}
+	/*
+	 * Room for both frames, checked as one message of their combined frame length: whatever
+	 * the padding at the ring's end, two frames fit where that one does.
+	 */
+	both = (uint32_t)(san_frame_len((uint32_t)san_msg_size(&first)) +
+			  san_frame_len((uint32_t)san_msg_size(&sa)));
+	room = san_shm_ring_prod_reserve(&s->txr, both, &p);
+	if (room == -EAGAIN)
+		return -EAGAIN;
+	if (room < 0) {
+		ring_broken(s, "send", room);
+		return -ECONNRESET;
+	}
+	iov_copy(iov, iovcnt, skip, s->bulk_tx + off, len, false);
+	first.u.data.payload = s->bulk_tx + off;
+	room = post(s, &first);
+	if (!room)
+		room = post(s, &sa);
+	if (room < 0) {
+		/* both fit (checked above): anything else is a broken ring */
+		if (!s->err)
+			ring_broken(s, "send", room);
+		return -ECONNRESET;
+	}
+	san_stage_push(&s->stage, off, len, s->txr.prod);
+	s->xfer_tx_id++;
+	if (san_stats_enabled()) {
+		san_stats_add(SAN_STAT_SAN_TX_BYTES, len);
+		san_stats_add(grant ? SAN_STAT_GRANT_TX_BYTES : SAN_STAT_READ_TX_BYTES, len);
+	}
+	return (ssize_t)len;
+}
+
+ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total)
+{
+	s->tx_wait_area = false;
+	if (s->fin_sent || s->anchor_dead)
+		return -EPIPE;
+	if (total > san_cfg.inline_max) {
+		int mode = bulk_mode(s, total);
+
+		if (mode == -ENOBUFS) {
+			/* Nothing was sent: the connection stays usable, the application may retry. */
+			if (san_stats_enabled())
+				san_stats_add(SAN_STAT_ENOBUFS, 1);
+			return -ENOBUFS;
+		}
+		if (mode == SAN_XFER_READ || mode == SAN_XFER_GRANT) {
+			size_t sent = 0;
+			ssize_t r = 0;
+
+			/*
+			 * Region after region while the area has room. -EAGAIN: a full area means
+			 * the peer has not read yet; we wait for it rather than copy (the copy would
+			 * only queue behind it).
+			 */
+			while (sent < total) {
+				r = send_region(s, iov, iovcnt, sent, total - sent, mode);
+				if (r < 0)
+					break;
+				sent += (size_t)r;
+			}
+			return sent ? (ssize_t)sent : r;
+		}
+	}
+	return send_copy(s, iov, iovcnt, total);
+}
+
 /*
  * Deliver what the ring holds, in order: DATA payloads into iov (MSG_PEEK: the current frame
  * only, nothing consumed), session messages handled on the way. Returns bytes, 0 at the
@@ -185,14 +434,15 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			ring_broken(s, "receive", r);
 			break;
 		}
+		if (s->xfer_rx_open && m.type != SAN_T_SRC_AVAIL && m.type != SAN_T_WRITE_DONE) {
+			/* a transfer's FIRST DATA and its SRC_AVAIL / WRITE_DONE are adjacent */
+			ring_broken(s, san_type_name(m.type) ? san_type_name(m.type) : "message",
+				    -SAN_PROTO_ETYPE);
+			continue;
+		}
 		switch (m.type) {
 		case SAN_T_HELLO:
-			if (s->hello_rx || m.u.hello.nonce != s->nonce_mine) {
-				ring_broken(s, "HELLO", -SAN_PROTO_ENONCE);
-				continue;
-			}
-			s->hello_rx = true;
-			(void)consume(s);
+			(void)take_hello(s, &m);
 			continue;
 		case SAN_T_DATA: {
 			const uint8_t *pl = (const uint8_t *)f.msg + m.wire_len - m.u.data.payload_len;
@@ -205,8 +455,10 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			}
 			n = m.u.data.payload_len - s->rx_off;
 
-			if (!s->hello_rx || m.u.data.first) {
-				/* v1 of the engine sends plain DATA only; FIRST needs bulk support */
+			if (!s->hello_rx ||
+			    (m.u.data.first && !(m.u.data.mode == SAN_XMODE_READ && s->bulk_rx) &&
+			     !(m.u.data.mode == SAN_XMODE_GRANT && s->grant_sent))) {
+				/* before HELLO, or a transfer mode we never offered */
 				ring_broken(s, "DATA", -SAN_PROTO_ERANGE);
 				continue;
 			}
@@ -221,10 +473,61 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			s->rx_off += (uint32_t)n;
 			if (s->rx_off == m.u.data.payload_len) {
 				s->rx_off = 0;
+				if (m.u.data.first) {
+					/* the rest of the transfer is the SRC_AVAIL that follows */
+					s->xfer_rx_open = true;
+					s->xfer_rx_mode = m.u.data.mode;
+					s->xfer_rx_id = m.u.data.xfer_id;
+					s->xfer_rx_rest = m.u.data.total_len - m.u.data.payload_len;
+					s->xfer_rx_off = 0;
+				}
 				(void)consume(s);
 			}
 			continue;
 		}
+		case SAN_T_SRC_AVAIL:
+		case SAN_T_WRITE_DONE: {
+			bool rd = m.type == SAN_T_SRC_AVAIL;
+			uint64_t addr = rd ? m.u.src_avail.addr : m.u.write_done.offset;
+			uint64_t len = rd ? m.u.src_avail.len : m.u.write_done.len;
+			uint32_t id = rd ? m.u.src_avail.xfer_id : m.u.write_done.xfer_id;
+			size_t n;
+
+			/*
+			 * Decoded again from memory the peer can write at every call: checked
+			 * against what its FIRST DATA said, and against the area's bounds.
+			 */
+			if (!s->xfer_rx_open || id != s->xfer_rx_id || len != s->xfer_rx_rest ||
+			    s->xfer_rx_mode != (rd ? SAN_XMODE_READ : SAN_XMODE_GRANT) ||
+			    (rd ? m.u.src_avail.key != 0 : m.u.write_done.status != SAN_XS_OK) ||
+			    addr > s->bulk_size || len > s->bulk_size - addr) {
+				ring_broken(s, san_type_name(m.type), -SAN_PROTO_ERANGE);
+				continue;
+			}
+			if (!space)
+				return 1;
+			n = len - s->xfer_rx_off;
+			if (n > space - got)
+				n = space - got;
+			/* Straight from the shared area into the caller's buffer. */
+			iov_copy(iov, iovcnt, got, s->bulk_rx + addr + s->xfer_rx_off, n, true);
+			got += n;
+			if (flags & MSG_PEEK)
+				goto out;
+			s->xfer_rx_off += n;
+			if (s->xfer_rx_off == len) {
+				/*
+				 * Releasing the frame is the READ_DONE (READ), or gives the granted
+				 * region back (GRANT): the sender may reuse it.
+				 */
+				s->xfer_rx_open = false;
+				(void)consume(s);
+			}
+			continue;
+		}
+		case SAN_T_WRITE_GRANT:
+			(void)take_grant(s, &m);
+			continue;
 		case SAN_T_DISCONNECT:
 			if (got)
 				goto out; /* the data first; EOF on the next call */
@@ -283,8 +586,11 @@ size_t san_conn_rx_bytes(struct san_sock *s)
 	struct san_msg m;
 
 	if (san_shm_ring_cons_peek(&s->rxr, &f) < 0 ||
-	    san_msg_decode(f.msg, f.len, SAN_CHAN_SESSION, s->rxr.max_msg, &m) < 0 ||
-	    m.type != SAN_T_DATA)
+	    san_msg_decode(f.msg, f.len, SAN_CHAN_SESSION, s->rxr.max_msg, &m) < 0)
+		return 0;
+	if ((m.type == SAN_T_SRC_AVAIL || m.type == SAN_T_WRITE_DONE) && s->xfer_rx_open)
+		return s->xfer_rx_rest - s->xfer_rx_off;
+	if (m.type != SAN_T_DATA)
 		return 0;
 	return m.u.data.payload_len > s->rx_off ? m.u.data.payload_len - s->rx_off : 0;
 }
@@ -302,6 +608,11 @@ int san_conn_rx_arm(struct san_sock *s)
 	for (int i = 0; i < 1024; i++)
 		if (san_sys_recv(s->xfd, b, sizeof(b), MSG_DONTWAIT) < 0)
 			break;
+	if (s->err || s->peer_fin || s->anchor_dead) {
+		/* The doorbells just taken may have said so (the anchor watcher rings): X stays ready. */
+		san_sock_ring_self(s);
+		return 1;
+	}
 	r = san_shm_ring_cons_arm(&s->rxr);
 	if (r == 1) {
 		/* We took the doorbells: the data found must keep X readable if left unread. */
@@ -324,7 +635,11 @@ int san_conn_tx_arm(struct san_sock *s, uint32_t need)
 	for (int i = 0; i < 4; i++)
 		if (san_sys_send(s->xfd, plug, sizeof(plug), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 			break;
-	r = san_shm_ring_prod_arm(&s->txr, need ? need : SAN_HDR_LEN + SAN_CONN_CHUNK);
+	if (s->tx_wait_area && !need)
+		/* a full bulk area: wait until the peer releases its oldest region's SRC_AVAIL */
+		r = san_shm_ring_prod_arm_cons(&s->txr, san_stage_oldest(&s->stage));
+	else
+		r = san_shm_ring_prod_arm(&s->txr, need ? need : SAN_HDR_LEN + SAN_CONN_CHUNK);
 	if (r != 0) {
 		san_shm_ring_prod_disarm(&s->txr);
 		unplug(s->ylocal);

@@ -240,6 +240,32 @@ void san_shm_ring_prod_disarm(struct san_shm_prod *p)
 	atomic_store_explicit(&p->sh->prod_armed, 0, memory_order_relaxed);
 }
 
+int san_shm_ring_prod_released(struct san_shm_prod *p, uint64_t *cons)
+{
+	int err = p->err ? p->err : san_shm_prod_refresh(p);
+
+	*cons = p->cons;
+	return err;
+}
+
+int san_shm_ring_prod_arm_cons(struct san_shm_prod *p, uint64_t target)
+{
+	int err;
+
+	if (p->err)
+		return p->err;
+	/* The same Dekker pair as san_shm_ring_prod_arm: flag first, then the index. */
+	atomic_exchange_explicit(&p->sh->prod_armed, 1, memory_order_seq_cst);
+	err = san_shm_prod_refresh(p);
+	if (err)
+		return err;
+	if (p->cons >= target) {
+		san_shm_ring_prod_disarm(p);
+		return 1;
+	}
+	return 0;
+}
+
 /* ---- consumer ------------------------------------------------------------------------------ */
 
 static int san_shm_cons_fail(struct san_shm_cons *c, const char *why)

@@ -228,6 +228,20 @@ int san_shm_ring_prod_arm(struct san_shm_prod *p, uint32_t msg_len);
 /* Clear prod_armed (after waking, or when giving up the wait). */
 void san_shm_ring_prod_disarm(struct san_shm_prod *p);
 
+/*
+ * The consumer's index, refreshed and checked (0 or -EPROTO): how far the peer has released.
+ * A sender whose messages name memory outside the ring (READ on shm) learns from it when the
+ * peer is done with that memory.
+ */
+int san_shm_ring_prod_released(struct san_shm_prod *p, uint64_t *cons);
+
+/*
+ * Like san_shm_ring_prod_arm, but the wait is for the consumer index to reach target rather
+ * than for room: 1 if it already has (disarmed), 0 if armed (the consumer's next release
+ * answers 1 and the engine rings), -EPROTO.
+ */
+int san_shm_ring_prod_arm_cons(struct san_shm_prod *p, uint64_t target);
+
 /* ---- consumer ------------------------------------------------------------------------------ */
 
 /*

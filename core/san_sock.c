@@ -644,6 +644,13 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			r = san_conn_send(s, v, cnt, total - done);
 			waitfd = s->xfd;
 			waitev = POLLOUT;
+			/*
+			 * A nonblocking send that took only part: the application (nginx does) may
+			 * take that as "full" and wait for an EPOLLOUT edge, as TCP gives when room
+			 * comes. Plug X now, so that the room, when it comes, is an edge.
+			 */
+			if (r > 0 && nb && (size_t)r < total - done && s->swapped)
+				(void)san_conn_tx_arm(s, 0);
 			if (r == -EAGAIN && san_conn_tx_arm(s, 0) == 1)
 				need_wait = -1; /* space now: retry at once */
 			else if (r == -EAGAIN && nb && !s->swapped)
@@ -767,8 +774,14 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			/*
 			 * X must read as ready only while the ring holds something (TCP's rule:
 			 * readable means a read will not block): emptied, take the doorbells off.
+			 * A short read must also re-arm when the ring is not empty: the frame that
+			 * came after the read looked was committed unannounced (we were not
+			 * armed), and an edge-triggered waiter, told by the short read that it
+			 * drained the socket, waits for a new edge (TCP gives one per arrival).
+			 * rx_arm rings X itself when it finds frames: that is the edge.
 			 */
-			if (r > 0 && !(flags & MSG_PEEK) && !san_conn_rx_ready(s))
+			if (r > 0 && !(flags & MSG_PEEK) &&
+			    ((size_t)r < total - done || !san_conn_rx_ready(s)))
 				(void)san_conn_rx_arm(s);
 			/*
 			 * Empty: whoever waits next (we, or the application in poll/epoll) sleeps

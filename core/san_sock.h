@@ -11,6 +11,7 @@
 
 #include "core/san_owner.h"
 #include "core/san_shm_ring.h"
+#include "core/san_stage.h"
 
 /*
  * Life of a connection (docs/engine.md):
@@ -71,8 +72,24 @@ struct san_sock {
 	int ypeer; /* the peer's Y: ring the peer, or drain its plugs */
 	pid_t peer_pid;
 
-	void *map; /* the memfd mapping: two rings */
+	void *map; /* the memfd mapping: two rings, two bulk areas */
 	size_t map_len;
+	uint8_t *bulk_tx; /* our bulk area (READ regions we offer), NULL if none */
+	uint8_t *bulk_rx; /* the peer's bulk area, NULL if none */
+	uint64_t bulk_size;
+	struct san_stage stage; /* which bytes of bulk_tx the peer still has to read */
+	bool bulk_ready;	/* bulk_tx's pages are committed (san_conn "registration") */
+	bool bulk_broken;	/* ... and that failed: no READ on this connection */
+	bool tx_wait_area;	/* the last send waits for bulk_tx space, not ring space */
+	uint32_t peer_caps;	/* SAN_CAP_* of the peer's HELLO */
+	bool grant_sent;	/* our standing WRITE_GRANT of bulk_rx is out */
+	bool peer_grant;	/* the peer's standing WRITE_GRANT of bulk_tx came */
+	uint32_t xfer_tx_id;	/* the id of our last READ transfer */
+	bool xfer_rx_open;	/* the peer's FIRST DATA came; its SRC_AVAIL / WRITE_DONE is next */
+	uint8_t xfer_rx_mode;	/* SAN_XMODE_READ or SAN_XMODE_GRANT */
+	uint32_t xfer_rx_id;
+	uint64_t xfer_rx_rest;	/* bytes of that transfer after the FIRST payload */
+	uint64_t xfer_rx_off;	/* of which delivered */
 	struct san_shm_prod txr;
 	struct san_shm_cons rxr;
 	uint32_t rx_off;   /* bytes of the current DATA frame already delivered */

@@ -73,6 +73,8 @@ static const char *const san_stat_names[SAN_STAT_NR] = {
 	[SAN_STAT_ENOBUFS] = "enobufs",
 	[SAN_STAT_CONNECTS] = "connects",
 	[SAN_STAT_ACCEPTS] = "accepts",
+	[SAN_STAT_READ_TX_BYTES] = "read_tx_bytes",
+	[SAN_STAT_GRANT_TX_BYTES] = "grant_tx_bytes",
 };
 /* clang-format on */
 

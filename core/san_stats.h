@@ -26,6 +26,8 @@ enum san_stat {
 	SAN_STAT_ENOBUFS = 6,	   /* sends that failed with ENOBUFS (no memory, nothing lost) */
 	SAN_STAT_CONNECTS = 7,	   /* tracked active opens (connect() started) */
 	SAN_STAT_ACCEPTS = 8,	   /* tracked passive opens (accepted on a tracked listener) */
+	SAN_STAT_READ_TX_BYTES = 9, /* of san_tx_bytes, those the peer read (READ transfers) */
+	SAN_STAT_GRANT_TX_BYTES = 10, /* of san_tx_bytes, those written into the peer's grant */
 	SAN_STAT_NR,
 };
 

@@ -20,16 +20,20 @@
 
 /*
  * Provider parameters of shm in PROPOSE and ACCEPT (host order: both ends are on this host).
- * PROPOSE passes the memfd holding both rings (ring 0: A to B, ring 1: B to A), ACCEPT passes
- * B's doorbell socket Y_B, A's SWITCH passes Y_A (docs/protocol.md, shm provider).
+ * PROPOSE passes the memfd holding both rings (ring 0: A to B, ring 1: B to A) and both bulk
+ * areas (area 0: A's READ regions, area 1: B's), ACCEPT passes B's doorbell socket Y_B, A's
+ * SWITCH passes Y_A (docs/protocol.md, shm provider).
  */
 struct san_shm_params {
 	uint32_t pid;
 	int32_t fd_hint;   /* the sender's fd number of its TCP socket (san_owner_prove hint) */
 	uint64_t ring_size; /* data bytes of each ring (PROPOSE); 0 in ACCEPT */
+	uint64_t bulk_size; /* bytes of each bulk area (PROPOSE; 0: none); 0 in ACCEPT */
 };
 
 #define SAN_RING_SIZE (512u * 1024u)
+#define SAN_BULK_SIZE (2u * 1024u * 1024u)
+#define SAN_BULK_SIZE_MAX (64u * 1024u * 1024u)
 #define SAN_UP_TIMEOUT_MS 1000	 /* A: ACCEPT must come within this */
 #define SAN_UP_COMMIT_WAIT_MS 5000 /* A: B's SWITCH after ours (B answers at once) */
 
@@ -58,16 +62,24 @@ static int make_pair(int *x, int *y)
 	return 0;
 }
 
-static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, bool creator, bool a)
+/*
+ * The memfd: ring 0, ring 1, then (page aligned) bulk area 0 and bulk area 1. A sends on ring
+ * 0 and places its READ regions in area 0; B the other two.
+ */
+static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, uint64_t bulk_size,
+		     bool creator, bool a)
 {
 	size_t one = san_shm_ring_bytes(ring_size);
-	size_t len = 2 * one;
+	size_t bulk_off = (2 * one + 4095) & ~(size_t)4095;
+	size_t len = bulk_off + 2 * bulk_size;
 	struct stat st;
 	uint8_t *base;
 	int r;
 
 	if (ring_size < SAN_SHM_RING_MIN || ring_size > 64u * 1024 * 1024 ||
 	    (ring_size & (ring_size - 1)))
+		return -EPROTO;
+	if (bulk_size > SAN_BULK_SIZE_MAX || (bulk_size & 4095))
 		return -EPROTO;
 	/*
 	 * The size is sealed: a peer that could shrink the file would make our next access to
@@ -90,6 +102,12 @@ static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, bool cre
 		return -errno;
 	s->map = base;
 	s->map_len = len;
+	if (bulk_size) {
+		s->bulk_tx = base + bulk_off + (a ? 0 : bulk_size);
+		s->bulk_rx = base + bulk_off + (a ? bulk_size : 0);
+	}
+	s->bulk_size = bulk_size;
+	san_stage_init(&s->stage, bulk_size);
 	if (creator && (san_shm_ring_init(base, one, ring_size) < 0 ||
 			san_shm_ring_init(base + one, one, ring_size) < 0))
 		return -EINVAL;
@@ -104,6 +122,8 @@ static void unmap_rings(struct san_sock *s)
 	if (s->map)
 		munmap(s->map, s->map_len);
 	s->map = NULL;
+	s->bulk_tx = s->bulk_rx = NULL;
+	s->bulk_size = 0;
 	memset(&s->txr, 0, sizeof(s->txr));
 	memset(&s->rxr, 0, sizeof(s->rxr));
 }
@@ -202,7 +222,7 @@ void san_up_a_run(struct san_sock *s)
 		return a_fallback(s, s->side == -ECONNREFUSED ? SAN_FB_NO_PEER : SAN_R_CHANNEL);
 
 	memfd = memfd_create("sanswitch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (memfd < 0 || map_rings(s, memfd, SAN_RING_SIZE, true, true) < 0 ||
+	if (memfd < 0 || map_rings(s, memfd, SAN_RING_SIZE, SAN_BULK_SIZE, true, true) < 0 ||
 	    make_pair(&s->xfd, &y) < 0) {
 		if (memfd >= 0)
 			san_sys_close(memfd);
@@ -213,9 +233,12 @@ void san_up_a_run(struct san_sock *s)
 	prm.pid = (uint32_t)getpid();
 	prm.fd_hint = s->fd;
 	prm.ring_size = SAN_RING_SIZE;
+	prm.bulk_size = SAN_BULK_SIZE;
 	m.type = SAN_T_PROPOSE;
 	m.u.propose.ver_min = m.u.propose.ver_max = SAN_PROTO_VERSION;
 	m.u.propose.provider = SAN_PROV_SHM;
+	/* A can read B's area and write into B's grant; its HELLO says so again, or clears. */
+	m.u.propose.caps = SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE;
 	m.u.propose.nonce = s->nonce_mine;
 	m.u.propose.src = s->tuple.local;
 	m.u.propose.dst = s->tuple.peer;
@@ -259,6 +282,7 @@ void san_up_a_run(struct san_sock *s)
 	rx.fd = -1;
 	san_side_rx_close_fds(&rx);
 	s->peer_pid = rx.cred.pid;
+	s->peer_caps = rx.msg.u.accept.caps; /* its HELLO may clear some */
 	s->nonce_peer = rx.msg.u.accept.nonce;
 
 	/* ---- commit: X_A = 0; SWITCH, then (handed off) the MARK, then the SAN. ---- */
@@ -366,7 +390,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	pthread_mutex_lock(&s->lock);
 	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
 	     s->tx == SK_TX_TCP && !s->ep_overflow;
-	if (ok && map_rings(s, rx->fd, prm.ring_size, false, false) < 0) {
+	if (ok && map_rings(s, rx->fd, prm.ring_size, prm.bulk_size, false, false) < 0) {
 		unmap_rings(s);
 		ok = false;
 	}
@@ -384,10 +408,12 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	s->nonce_mine = nonce64();
 	s->nonce_peer = p->nonce;
 	s->peer_pid = rx->cred.pid;
+	s->peer_caps = p->caps;
 	pthread_mutex_unlock(&s->lock);
 
 	mine.pid = (uint32_t)getpid();
 	mine.fd_hint = s->fd;
+	m.u.accept.caps = prm.bulk_size ? SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE : 0;
 	m.u.accept.nonce = s->nonce_mine;
 	m.u.accept.params = &mine;
 	m.u.accept.params_len = sizeof(mine);

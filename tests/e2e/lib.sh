@@ -338,6 +338,33 @@ moved() {
 	echo $((san + tcp))
 }
 
+# vswitched NAME CONNS — after `vpair NAME pre pre CONNS ...`: on both sides every connection was
+# switched and none fell back; the client opened CONNS, the server accepted CONNS; and the byte
+# counts are the application's payload exactly: the client sent a 32-byte header and the stream
+# on each connection, the server echoed the stream (VBYTES, over all connections). Sets VCL and
+# VSL, the client's and the server's stats lines.
+VCL=
+VSL=
+vswitched() {
+	local name=$1 conns=$2 l up down
+	VCL=$(stats_line "$TMP/$name.cli.err") || exit 1
+	VSL=$(stats_line "$TMP/$name.srv.err") || exit 1
+	for l in "$VCL" "$VSL"; do
+		[ "$(field "$l" switched)" -eq "$conns" ] && [ "$(field "$l" fallback)" -eq 0 ] || {
+			show "$TMP/$name.cli.err" "$TMP/$name.srv.err"
+			fail "$name: not all $conns connections switched: $l"
+		}
+	done
+	[ "$(field "$VCL" connects)" -eq "$conns" ] || fail "$name: client connects != $conns: $VCL"
+	[ "$(field "$VSL" accepts)" -eq "$conns" ] || fail "$name: server accepts != $conns: $VSL"
+	up=$((VBYTES + 32 * conns))
+	down=$VBYTES
+	[ "$(moved "$VCL" tx)" -eq "$up" ] || fail "$name: client sent $up bytes, its line says $(moved "$VCL" tx): $VCL"
+	[ "$(moved "$VSL" rx)" -eq "$up" ] || fail "$name: server received $up bytes, its line says $(moved "$VSL" rx): $VSL"
+	[ "$(moved "$VSL" tx)" -eq "$down" ] || fail "$name: server sent $down bytes, its line says $(moved "$VSL" tx): $VSL"
+	[ "$(moved "$VCL" rx)" -eq "$down" ] || fail "$name: client received $down bytes, its line says $(moved "$VCL" rx): $VCL"
+}
+
 # ---------------------------------------------------------------- the verifier
 
 # vpair NAME SMODE CMODE CONNS SERVER_ARGS -- CLIENT_ARGS — one sanverify server/client run:

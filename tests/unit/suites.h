@@ -16,6 +16,7 @@
 	X(frame)           \
 	X(credit)          \
 	X(bulk)            \
+	X(stage)           \
 	X(upgrade)         \
 	X(shm_ring)        \
 	X(shm_cma)         \
