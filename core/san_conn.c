@@ -374,9 +374,16 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 
 ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total)
 {
-	s->tx_wait_area = false;
 	if (s->fin_sent || s->anchor_dead)
 		return -EPIPE;
+	/*
+	 * A send that found no room armed and plugged X: until the peer releases something X
+	 * polls unwritable, and so the send fails too (TCP: once the send buffer is full, no
+	 * send succeeds before POLLOUT, however small). The flag stays as it was (area or ring).
+	 */
+	if (san_shm_ring_prod_armed(&s->txr))
+		return -EAGAIN;
+	s->tx_wait_area = false;
 	if (total > san_cfg.inline_max) {
 		int mode = bulk_mode(s, total);
 
@@ -408,9 +415,91 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
 }
 
 /*
- * Deliver what the ring holds, in order: DATA payloads into iov (MSG_PEEK: the current frame
- * only, nothing consumed), session messages handled on the way. Returns bytes, 0 at the
- * peer's DISCONNECT, -EAGAIN when empty, -ECONNRESET.
+ * MSG_PEEK across frames: copy into iov what the ring holds for the application, from the
+ * read cursor on, without consuming anything (TCP's peek sees every queued byte, so a program
+ * peeking for a header that came in two sends must see both). It walks a private copy of the
+ * consumer, at most SAN_CONN_PEEK_WALK frames, and stops at the first frame it does not simply
+ * understand (session messages are skipped; DISCONNECT, ABORT or anything odd end the peek):
+ * san_conn_recv's checks then decide about that frame. A transfer's rest is read only where
+ * its FIRST DATA says it is and only inside the peer's area. Returns the bytes copied (with
+ * iov NULL: counted, for FIONREAD).
+ */
+#define SAN_CONN_PEEK_WALK 256
+
+static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t space)
+{
+	struct san_shm_cons c = s->rxr;
+	struct san_shm_frame f;
+	struct san_msg m;
+	size_t got = 0;
+	uint64_t rx_off = s->rx_off, xfer_off = s->xfer_rx_off, rest = s->xfer_rx_rest;
+	bool open = s->xfer_rx_open;
+	uint8_t mode = s->xfer_rx_mode;
+	bool hello = s->hello_rx; /* no DATA before HELLO (the reader checks HELLO itself) */
+	for (int i = 0; i < SAN_CONN_PEEK_WALK && got < space &&
+			san_shm_ring_cons_peek(&c, &f) == 0; i++) {
+		const uint8_t *src = NULL;
+		uint64_t len = 0, off = 0;
+
+		if (san_msg_decode(f.msg, f.len, SAN_CHAN_SESSION, c.max_msg, &m) < 0)
+			break;
+		if (open && m.type != SAN_T_SRC_AVAIL && m.type != SAN_T_WRITE_DONE)
+			break;
+		if (m.type == SAN_T_HELLO)
+			hello = true;
+		if (m.type == SAN_T_DATA) {
+			if (!hello)
+				break;
+			if (m.u.data.first &&
+			    !(m.u.data.mode == SAN_XMODE_READ && s->bulk_rx) &&
+			    !(m.u.data.mode == SAN_XMODE_GRANT && s->grant_sent))
+				break;
+			src = (const uint8_t *)f.msg + m.wire_len - m.u.data.payload_len;
+			len = m.u.data.payload_len;
+			off = rx_off;
+			if (m.u.data.first) {
+				open = true;
+				mode = m.u.data.mode;
+				rest = m.u.data.total_len - m.u.data.payload_len;
+				xfer_off = 0;
+			}
+		} else if (m.type == SAN_T_SRC_AVAIL || m.type == SAN_T_WRITE_DONE) {
+			bool rd = m.type == SAN_T_SRC_AVAIL;
+			uint64_t addr = rd ? m.u.src_avail.addr : m.u.write_done.offset;
+
+			len = rd ? m.u.src_avail.len : m.u.write_done.len;
+			if (!open || len != rest || mode != (rd ? SAN_XMODE_READ : SAN_XMODE_GRANT) ||
+			    addr > s->bulk_size || len > s->bulk_size - addr)
+				break;
+			src = s->bulk_rx + addr;
+			off = xfer_off;
+			open = false;
+		} else if (m.type != SAN_T_HELLO && m.type != SAN_T_WRITE_GRANT &&
+			   m.type != SAN_T_CREDIT_UPDATE && m.type != SAN_T_KEEPALIVE) {
+			break;
+		}
+		if (src && len > off) {
+			size_t n = len - off < space - got ? (size_t)(len - off) : space - got;
+
+			if (iov)
+				iov_copy(iov, iovcnt, got, (void *)(src + off), n, true);
+			got += n;
+		}
+		if (src && len < off)
+			break; /* shrunk under a partial read: the reader will say so */
+		rx_off = 0; /* only the frames at the read cursor are partly read */
+		if (m.type != SAN_T_DATA)
+			xfer_off = 0;
+		if (san_shm_ring_cons_skip(&c) < 0)
+			break;
+	}
+	return got;
+}
+
+/*
+ * Deliver what the ring holds, in order: DATA payloads into iov, session messages handled on
+ * the way (MSG_PEEK: see peek()). Returns bytes, 0 at the peer's DISCONNECT, -EAGAIN when
+ * empty, -ECONNRESET.
  */
 ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, int flags)
 {
@@ -418,6 +507,11 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 
 	for (int i = 0; i < iovcnt; i++)
 		space += iov[i].iov_len;
+	if ((flags & MSG_PEEK) && space && !s->err && !s->peer_fin) {
+		got = peek(s, iov, iovcnt, space);
+		if (got)
+			return (ssize_t)got; /* a peek moves nothing: no statistics */
+	}
 	while (!s->err && !s->peer_fin && (got < space || !space)) {
 		struct san_shm_frame f;
 		struct san_msg m;
@@ -541,6 +635,8 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			s->err = -ECONNRESET;
 			if (s->tcp >= 0)
 				(void)san_sys_shutdown(s->tcp, SHUT_RDWR);
+			san_sock_ring_self(s);
+			san_sock_release_y(s);
 			break;
 		case SAN_T_CREDIT_UPDATE:
 		case SAN_T_KEEPALIVE:
@@ -560,13 +656,12 @@ out:
 	}
 	if (s->peer_fin)
 		return 0;
-	if (s->err)
-		return s->err;
-	if (s->anchor_dead) {
+	if (!s->err && s->anchor_dead)
 		/* The anchor ended and no DISCONNECT came: the peer died. */
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
-		return -ECONNRESET;
-	}
+	if (s->err)
+		/* TCP reports a reset once; after that the stream reads as ended */
+		return san_sock_take_err(s, 0);
 	return -EAGAIN;
 }
 
@@ -579,20 +674,10 @@ bool san_conn_rx_ready(struct san_sock *s)
 	return san_shm_ring_cons_peek(&s->rxr, &f) != -EAGAIN;
 }
 
-/* FIONREAD: the bytes left in the frame at the read cursor (a lower bound of what waits). */
+/* FIONREAD: the bytes the ring holds for the application, as TCP counts its queue (peek()). */
 size_t san_conn_rx_bytes(struct san_sock *s)
 {
-	struct san_shm_frame f;
-	struct san_msg m;
-
-	if (san_shm_ring_cons_peek(&s->rxr, &f) < 0 ||
-	    san_msg_decode(f.msg, f.len, SAN_CHAN_SESSION, s->rxr.max_msg, &m) < 0)
-		return 0;
-	if ((m.type == SAN_T_SRC_AVAIL || m.type == SAN_T_WRITE_DONE) && s->xfer_rx_open)
-		return s->xfer_rx_rest - s->xfer_rx_off;
-	if (m.type != SAN_T_DATA)
-		return 0;
-	return m.u.data.payload_len > s->rx_off ? m.u.data.payload_len - s->rx_off : 0;
+	return peek(s, NULL, 0, INT32_MAX);
 }
 
 /*
@@ -605,9 +690,24 @@ int san_conn_rx_arm(struct san_sock *s)
 	char b[64];
 	int r;
 
-	for (int i = 0; i < 1024; i++)
-		if (san_sys_recv(s->xfd, b, sizeof(b), MSG_DONTWAIT) < 0)
+	/* The end of the stream or a reset: X stays ready (the doorbell that said so stays on it). */
+	if (s->err || s->peer_fin || s->anchor_dead)
+		return 1;
+	for (int i = 0, zeros = 0; i < 1024; i++) {
+		r = (int)san_sys_recv(s->xfd, b, sizeof(b), MSG_DONTWAIT);
+		if (r < 0)
 			break;
+		/*
+		 * A doorbell reads as 0 bytes, and so does X once the peer's FIN shut it
+		 * (san_sock_fin_sent): then it is readable for good, as TCP after a FIN.
+		 */
+		if (r == 0 && ++zeros == 8) {
+			struct pollfd p = { s->xfd, POLLRDHUP, 0 };
+
+			if (san_sys_poll(&p, 1, 0) > 0 && (p.revents & POLLRDHUP))
+				break;
+		}
+	}
 	if (s->err || s->peer_fin || s->anchor_dead) {
 		/* The doorbells just taken may have said so (the anchor watcher rings): X stays ready. */
 		san_sock_ring_self(s);

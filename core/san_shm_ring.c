@@ -35,6 +35,7 @@ int san_shm_ring_init(void *base, size_t map_len, uint64_t data_size)
 	atomic_store_explicit(&sh->prod, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->cons, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->cons_armed, 0, memory_order_relaxed);
+	atomic_store_explicit(&sh->cons_edges, 0, memory_order_relaxed);
 	/* The mapping reaches the peer through the engine's handshake, a syscall: a barrier. */
 	atomic_store_explicit(&sh->prod_armed, 0, memory_order_release);
 	return 0;
@@ -210,7 +211,7 @@ int san_shm_ring_prod_commit(struct san_shm_prod *p)
 	if (atomic_load_explicit(&p->sh->cons_armed, memory_order_seq_cst) &&
 	    atomic_exchange_explicit(&p->sh->cons_armed, 0, memory_order_seq_cst))
 		return 1;
-	return 0;
+	return atomic_load_explicit(&p->sh->cons_edges, memory_order_relaxed) != 0;
 }
 
 int san_shm_ring_prod_arm(struct san_shm_prod *p, uint32_t msg_len)
@@ -430,4 +431,9 @@ int san_shm_ring_cons_arm(struct san_shm_cons *c)
 void san_shm_ring_cons_disarm(struct san_shm_cons *c)
 {
 	atomic_store_explicit(&c->sh->cons_armed, 0, memory_order_relaxed);
+}
+
+void san_shm_ring_cons_edges(struct san_shm_cons *c, bool on)
+{
+	atomic_store_explicit(&c->sh->cons_edges, on ? 1u : 0u, memory_order_relaxed);
 }

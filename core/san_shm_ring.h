@@ -3,6 +3,7 @@
 #define SAN_SHM_RING_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,7 +15,8 @@
  *
  * Layout of one ring (host byte order: both ends run on the same host):
  *
- *   offset 0    block 0   magic, version, hdr_size, data_size   (set by san_shm_ring_init)
+ *   offset 0    block 0   magic, version, hdr_size, data_size   (set by san_shm_ring_init),
+ *                         cons_edges                            (set by the consumer, rarely)
  *   offset 128  block 1   prod, cons_armed      (the line the producer writes on every commit)
  *   offset 256  block 2   cons, prod_armed      (the line the consumer writes on every release)
  *   offset 384  data area, data_size bytes, a power of two
@@ -114,7 +116,14 @@ struct san_shm_ring_shared {
 	uint16_t version;   /* SAN_SHM_RING_VERSION */
 	uint16_t hdr_size;  /* SAN_SHM_RING_HDR_SIZE: where the data area starts */
 	uint64_t data_size; /* bytes of data area; a power of two in [MIN, MAX] */
-	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 16];
+	/*
+	 * 1: the consumer wants a doorbell after every commit, not only when it sleeps (an
+	 * edge-triggered epoll watches its X: TCP gives one edge per arrival). Set by the
+	 * consumer, rarely; read by the producer at every commit (a line nobody else writes).
+	 * A producer that predates the field leaves it alone: its peer just gets fewer edges.
+	 */
+	_Atomic uint32_t cons_edges;
+	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 20];
 	/* Block 1: the producer's line. */
 	_Atomic uint64_t prod;	     /* bytes committed, ever; a multiple of 8 */
 	_Atomic uint32_t cons_armed; /* 1: consumer sleeps, wants a doorbell (set by consumer) */
@@ -229,6 +238,15 @@ int san_shm_ring_prod_arm(struct san_shm_prod *p, uint32_t msg_len);
 void san_shm_ring_prod_disarm(struct san_shm_prod *p);
 
 /*
+ * Still armed: the consumer has released nothing since the producer armed (its release
+ * clears the flag and rings). A plain load; the answer may be stale by the time it is used.
+ */
+static inline bool san_shm_ring_prod_armed(const struct san_shm_prod *p)
+{
+	return atomic_load_explicit(&p->sh->prod_armed, memory_order_relaxed) != 0;
+}
+
+/*
  * The consumer's index, refreshed and checked (0 or -EPROTO): how far the peer has released.
  * A sender whose messages name memory outside the ring (READ on shm) learns from it when the
  * peer is done with that memory.
@@ -280,5 +298,8 @@ int san_shm_ring_cons_arm(struct san_shm_cons *c);
 
 /* Clear cons_armed (after waking, or when giving up the wait). */
 void san_shm_ring_cons_disarm(struct san_shm_cons *c);
+
+/* Ask for a doorbell after every commit (on), or only when armed (off): cons_edges. */
+void san_shm_ring_cons_edges(struct san_shm_cons *c, bool on);
 
 #endif /* SAN_SHM_RING_H */

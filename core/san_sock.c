@@ -300,14 +300,55 @@ void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason)
 	if (s->swapped && s->txr.sh)
 		(void)san_conn_post_ctrl(s, SAN_T_ABORT, (uint16_t)reason);
 	if (s->tcp >= 0) {
-		struct linger lg = { 1, 0 };
+		/*
+		 * RST on the anchor now (connect to AF_UNSPEC disconnects with a reset): the
+		 * peer's engine hears of it at once, even while its application only polls.
+		 */
+		struct sockaddr sa = { .sa_family = AF_UNSPEC };
 
-		(void)SAN_SYS(SYS_setsockopt, (long)s->tcp, (long)SOL_SOCKET, (long)SO_LINGER, &lg,
-			      (long)sizeof(lg));
-		(void)san_sys_shutdown(s->tcp, SHUT_RDWR);
+		(void)SAN_SYS(SYS_connect, (long)s->tcp, &sa, (long)sizeof(sa));
 	}
 	pthread_cond_broadcast(&s->cond);
 	san_sock_ring_self(s);
+	san_sock_release_y(s);
+}
+
+/*
+ * The notification sockets carry TCP's end-of-stream flags too, so that poll, select and
+ * epoll (ours, or ones the preload cannot see) report them exactly as TCP would:
+ *
+ * - our DISCONNECT is out (FIN sent): shutdown(Y_peer, SHUT_WR) gives the peer's X
+ *   RCV_SHUTDOWN (POLLIN | POLLRDHUP for good, as a FIN does), and shutdown(X, SHUT_WR) gives
+ *   ours SEND_SHUTDOWN, so that X reports POLLHUP once both directions have ended.
+ *   Doorbells still flow (they go Y -> X, which neither shutdown stops); plugs (X -> Y) are
+ *   never needed again, nothing more is sent.
+ * - reset: a socket whose peer socket is released with unread messages gets sk_err =
+ *   ECONNRESET and both shutdown bits: POLLIN | POLLOUT | POLLERR | POLLHUP | POLLRDHUP, TCP's
+ *   flags after an RST. Our X's partner Y is held twice (our ylocal, the peer's ypeer): we put
+ *   one message into Y and drop our reference; the peer drops its own when it learns of the
+ *   reset (ABORT, or its anchor's RST), or the kernel does when it dies. Each side does the
+ *   same for the other's X. Lock held.
+ */
+void san_sock_fin_sent(struct san_sock *s)
+{
+	if (s->ypeer >= 0)
+		(void)san_sys_shutdown(s->ypeer, SHUT_WR);
+	if (s->xfd >= 0)
+		(void)san_sys_shutdown(s->xfd, SHUT_WR);
+}
+
+void san_sock_release_y(struct san_sock *s)
+{
+	if (s->ylocal >= 0) {
+		if (s->xfd >= 0)
+			(void)san_sys_send(s->xfd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		san_sys_close(s->ylocal);
+		s->ylocal = -1;
+	}
+	if (s->ypeer >= 0) {
+		san_sys_close(s->ypeer);
+		s->ypeer = -1;
+	}
 }
 
 /*
@@ -529,6 +570,9 @@ void san_sock_check_anchor(struct san_sock *s)
 	san_debug("fd %d: the anchor reports %s: the peer is gone", s->fd,
 		  r > 0 ? "data after the MARK" : r == 0 ? "EOF" : strerror((int)-r));
 	s->anchor_dead = true;
+	if (r == -ECONNRESET)
+		/* The peer reset (an RST follows its ABORT): say so now, as TCP does. */
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_APP_RESET);
 	/* Readable and writable from now on: every waiter comes to hear the news. */
 	san_sock_ring_self(s);
 	if (s->ylocal >= 0) {
@@ -614,7 +658,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			return SAN_PASS;
 		}
 		if (s->err) {
-			r = s->err == -ECONNRESET && !done ? -ECONNRESET : -EPIPE;
+			r = done ? -EPIPE : san_sock_take_err(s, -EPIPE);
 			pthread_mutex_unlock(&s->lock);
 			break;
 		}
@@ -866,6 +910,8 @@ void san_sock_flush_fin(struct san_sock *s)
 	r = san_conn_post_ctrl(s, SAN_T_DISCONNECT, 0);
 	if (r != -EAGAIN)
 		s->fin_pending = false;
+	if (r == 0)
+		san_sock_fin_sent(s);
 }
 
 int san_sock_shutdown(int fd, int how)
@@ -886,29 +932,67 @@ int san_sock_shutdown(int fd, int how)
 		if (how != SHUT_RD && !s->fin_sent && !s->err && s->tx == SK_TX_SAN)
 			san_sock_send_fin(s);
 		/* The anchor must stay readable (it reports the peer's end): only remember it. */
-		if (how == SHUT_RD || how == SHUT_RDWR)
+		if ((how == SHUT_RD || how == SHUT_RDWR) && !s->rd_shut) {
 			s->rd_shut = true;
+			/* X reads as TCP does after SHUT_RD: POLLIN | POLLRDHUP from now on. */
+			if (s->xfd >= 0)
+				(void)san_sys_shutdown(s->xfd, SHUT_RD);
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
 	return r;
 }
 
-int san_sock_fionread(int fd, int *n)
+/* The sock of fd, locked and referenced, if fd is the notification socket; else NULL. */
+static struct san_sock *get_swapped_locked(int fd)
 {
 	struct san_sock *s = san_sock_get(fd);
 
 	if (!s)
-		return SAN_PASS;
+		return NULL;
 	pthread_mutex_lock(&s->lock);
 	if (!s->swapped) {
 		pthread_mutex_unlock(&s->lock);
 		san_sock_put(s);
-		return SAN_PASS;
+		return NULL;
 	}
-	*n = (int)san_conn_rx_bytes(s);
+	return s;
+}
+
+static void put_unlock(struct san_sock *s)
+{
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
+}
+
+int san_sock_fionread(int fd, int *n)
+{
+	struct san_sock *s = get_swapped_locked(fd);
+
+	if (!s)
+		return SAN_PASS;
+	*n = (int)san_conn_rx_bytes(s);
+	put_unlock(s);
+	return 0;
+}
+
+int san_sock_take_err(struct san_sock *s, int eof_or_epipe)
+{
+	if (s->err_told)
+		return eof_or_epipe;
+	s->err_told = true;
+	return s->err;
+}
+
+int san_sock_so_error(int fd, int *err)
+{
+	struct san_sock *s = get_swapped_locked(fd);
+
+	if (!s)
+		return SAN_PASS;
+	*err = s->err ? -san_sock_take_err(s, 0) : 0;
+	put_unlock(s);
 	return 0;
 }
 
@@ -938,6 +1022,17 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		return SAN_PASS;
 	pthread_mutex_lock(&s->lock);
 	r = san_sys_epoll_ctl(epfd, op, fd, ev);
+	if (r == 0 && op != EPOLL_CTL_DEL && ev && (ev->events & EPOLLET) && !s->want_edges) {
+		/*
+		 * TCP wakes an edge-triggered waiter at every arrival, even with data unread;
+		 * our X gets a doorbell only when the reader sleeps, unless it asks for more.
+		 * Never turned off again: a stray doorbell costs a system call, a missing edge
+		 * a hang.
+		 */
+		s->want_edges = true;
+		if (s->rxr.sh)
+			san_shm_ring_cons_edges(&s->rxr, true);
+	}
 	if (r == 0 && !s->swapped) {
 		for (i = 0; i < s->nep && s->ep[i].epfd != epfd; i++)
 			;

@@ -99,10 +99,13 @@ struct san_sock {
 	bool fin_pending;  /* ... but the DISCONNECT waits for ring space */
 	void *fw;	   /* engine watcher for ring space (pending DISCONNECT, EPOLLOUT) */
 	int err;	   /* sticky: -ECONNRESET etc. once reset */
+	bool err_told;	   /* err was reported once (recv, send or SO_ERROR): as TCP after it
+			    * consumed sk_err, reads now return 0 and sends fail EPIPE */
 	bool anchor_dead;  /* EOF or error on the anchor (peer process gone) */
 	bool anchor_watch; /* the engine watches the anchor */
 	void *ew;	   /* engine watcher (engine thread only) */
 
+	bool want_edges;  /* an EPOLLET registration was made: a doorbell per arrival (rxr) */
 	struct san_sock_epreg ep[SAN_SOCK_EPOLL_MAX];
 	int nep;
 	bool ep_overflow; /* more registrations than we can re-create: do not switch */
@@ -140,6 +143,10 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags);
 ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags);
 int san_sock_shutdown(int fd, int how);
 int san_sock_fionread(int fd, int *n);
+/* getsockopt(SO_ERROR) on a switched fd: the pending reset, reported once; SAN_PASS if not switched. */
+int san_sock_so_error(int fd, int *err);
+/* The pending error to report now (lock held): s->err the first time, then eof_or_epipe. */
+int san_sock_take_err(struct san_sock *s, int eof_or_epipe);
 /* The TCP socket behind a switched fd, for socket options and names; -EBADF if none. */
 int san_sock_anchor(int fd);
 /* Wait hint: spin on switched connections before a blocking wait (microseconds). */
@@ -156,6 +163,8 @@ void san_sock_ring_peer(struct san_sock *s);
 void san_sock_ring_self(struct san_sock *s);
 void san_sock_epoll_rearm(struct san_sock *s);
 void san_sock_send_fin(struct san_sock *s);
+void san_sock_fin_sent(struct san_sock *s);
+void san_sock_release_y(struct san_sock *s);
 void san_sock_flush_fin(struct san_sock *s);
 int san_sock_now_ms(void);
 int san_fd_hide(int fd);

@@ -114,6 +114,8 @@ static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, uint64_t
 	r = san_shm_ring_prod_attach(&s->txr, a ? base : base + one, one, 0);
 	if (!r)
 		r = san_shm_ring_cons_attach(&s->rxr, a ? base + one : base, one, 0);
+	if (!r && s->want_edges)
+		san_shm_ring_cons_edges(&s->rxr, true);
 	return r;
 }
 

@@ -1,4 +1,5 @@
 /* preload — wrappers: socket setup and control (socket, listen, accept, connect, options). */
+#include <string.h>
 #include "preload/san_preload.h"
 
 SAN_EXPORT int socket(int domain, int type, int protocol)
@@ -110,8 +111,18 @@ SAN_EXPORT int shutdown(int fd, int how)
 SAN_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 			  socklen_t *__restrict len)
 {
-	if (unlikely(san_switched(fd)))
+	if (unlikely(san_switched(fd))) {
+		int e;
+
+		/* A reset on the SAN is this socket's pending error, as RST would be on TCP. */
+		if (level == SOL_SOCKET && name == SO_ERROR && len && *len >= sizeof(int) &&
+		    san_sock_so_error(fd, &e) == 0) {
+			memcpy(val, &e, sizeof(e));
+			*len = sizeof(e);
+			return 0;
+		}
 		fd = san_sock_anchor(fd);
+	}
 	return SAN_REAL(getsockopt)(fd, level, name, val, len);
 }
 

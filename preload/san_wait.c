@@ -183,7 +183,9 @@ SAN_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	if (unlikely(!fn))
 		return san_enosys();
-	if (unlikely(san_managed(fd)) && !san_switched(fd)) {
+	/* Candidates: under the sock's lock (the swap moves them); EPOLLET: edges wanted. */
+	if (unlikely(san_managed(fd)) &&
+	    (!san_switched(fd) || (ev && (ev->events & EPOLLET) && op != EPOLL_CTL_DEL))) {
 		ret = san_sock_epoll_ctl(epfd, op, fd, ev);
 		if (ret != SAN_PASS)
 			return (int)san_ret(ret);

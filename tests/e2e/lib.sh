@@ -330,6 +330,16 @@ field() {
 	echo "$v"
 }
 
+# pid_line FILE PID — the one stats line of PID in FILE (a python3 that is a wrapper script, like
+# a pyenv shim, runs processes of its own that print lines too: only PID's is looked at).
+pid_line() {
+	local n
+	n=$(grep -c "^sanswitch: pid=$2 " "$1")
+	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines for pid $2, expected 1"; }
+	grep -E "$STATS_LINE_RE" "$1" | grep "^sanswitch: pid=$2 " ||
+		{ show "$1"; fail "$(basename -- "$1"): malformed stats line for pid $2"; }
+}
+
 # moved LINE KEY — san_KEY_bytes + tcp_KEY_bytes of a stats line (KEY: tx or rx).
 moved() {
 	local san tcp

@@ -19,6 +19,8 @@ import sys
 import threading
 import time
 
+from sockx import unix_inodes
+
 STEP_TIMEOUT = 15  # seconds any one step may take before we call it hung
 CHILD_TIMEOUT = 10.0
 
@@ -99,18 +101,6 @@ def xfer(name, src, dst, data):
         die("%s: got %d bytes sha256=%s, want %d bytes sha256=%s"
             % (name, len(got), have, len(data), want))
     say("%s ok bytes=%d sha256=%s" % (name, len(data), have))
-
-
-def unix_inodes():
-    """Inodes of every AF_UNIX socket in our network namespace."""
-    out = set()
-    with open("/proc/net/unix") as f:
-        next(f)
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 7:
-                out.add(parts[6])
-    return out
 
 
 def sock_inode(fd):

@@ -14,16 +14,6 @@ export SANSWITCH_STATS=1
 
 IDLE_RE='^sanswitch: pid=[0-9]+ switched=0 fallback=0 san_tx_bytes=0 san_rx_bytes=0 tcp_tx_bytes=0 tcp_rx_bytes=0 enobufs=0 connects=0 accepts=0( [a-z_]+=0)*$'
 
-# pid_line FILE PID — the one stats line of PID in FILE. (A python3 that is a wrapper script, like
-# a pyenv shim, runs processes of its own that print lines too: only PID's is looked at.)
-pid_line() {
-	local n
-	n=$(grep -c "^sanswitch: pid=$2 " "$1")
-	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines for pid $2, expected 1"; }
-	grep -E "$STATS_LINE_RE" "$1" | grep "^sanswitch: pid=$2 " ||
-		{ show "$1"; fail "$(basename -- "$1"): malformed stats line for pid $2"; }
-}
-
 # switched_n NAME LINE N — the line says N connections switched and none fell back.
 switched_n() {
 	[ "$(field "$2" switched)" -eq "$3" ] && [ "$(field "$2" fallback)" -eq 0 ] ||

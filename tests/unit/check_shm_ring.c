@@ -572,6 +572,46 @@ START_TEST(test_doorbell_flags)
 END_TEST
 
 /*
+ * cons_edges: a doorbell after every commit while set (an EPOLLET reader wants an edge per
+ * arrival), armed or not, and the arming rules unchanged; off again: only when armed. Also
+ * san_shm_ring_prod_armed(), which the engine reads to refuse sends while X is plugged.
+ */
+START_TEST(test_doorbell_edges)
+{
+	struct tring t;
+
+	tring_open(&t, 4096, _i);
+	REQUIRE_EQ(atomic_load(&SH(&t)->cons_edges), 0);
+	REQUIRE_EQ(put_data(&t.p, 10, 0), 0);
+	san_shm_ring_cons_edges(&t.c, true);
+	REQUIRE_EQ(atomic_load(&SH(&t)->cons_edges), 1);
+	/* Data unread, consumer not armed: every commit still rings. */
+	REQUIRE_EQ(put_data(&t.p, 10, 1), 1);
+	REQUIRE_EQ(put_data(&t.p, 10, 2), 1);
+	for (int i = 0; i < 3; i++)
+		REQUIRE_EQ(get_msg(&t.c, 26, i), 0);
+	/* Armed and empty: the commit rings and clears the flag, as without edges. */
+	REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 0);
+	REQUIRE_EQ(put_data(&t.p, 10, 3), 1);
+	REQUIRE_EQ(atomic_load(&SH(&t)->cons_armed), 0);
+	REQUIRE_EQ(get_msg(&t.c, 26, 3), 0);
+	san_shm_ring_cons_edges(&t.c, false);
+	REQUIRE_EQ(put_data(&t.p, 10, 4), 0);
+	REQUIRE_EQ(get_msg(&t.c, 26, 4), 0);
+
+	/* prod_armed(): set by an arm that found no room, cleared by the consumer's release. */
+	REQUIRE(!san_shm_ring_prod_armed(&t.p));
+	while (put_msg(&t.p, 496, 9) == 0)
+		;
+	REQUIRE_EQ(san_shm_ring_prod_arm(&t.p, 496), 0);
+	REQUIRE(san_shm_ring_prod_armed(&t.p));
+	REQUIRE_EQ(get_msg(&t.c, 496, 9), 1);
+	REQUIRE(!san_shm_ring_prod_armed(&t.p));
+	tring_close(&t);
+}
+END_TEST
+
+/*
  * The store-buffer litmus test on the real functions: two threads in lock-step, one commits
  * (or releases) while the other arms. "Consumer sleeps and producer does not ring" must never
  * happen. With either pair weakened to a release store and a plain load, x86 store buffers
@@ -1312,6 +1352,7 @@ Suite *make_shm_ring_suite(void)
 	tcase_add_loop_test(tc, test_commit_shorter_and_invalid, 0, NKINDS);
 	tcase_add_loop_test(tc, test_skip_release, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_flags, 0, NKINDS);
+	tcase_add_loop_test(tc, test_doorbell_edges, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_litmus, 0, 2);
 	tcase_add_loop_test(tc, test_hostile_crafted, 0, H_NCASES * NKINDS);
 	tcase_add_loop_test(tc, test_hostile_consumer, 0, NKINDS);

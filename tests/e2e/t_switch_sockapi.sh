@@ -1,0 +1,53 @@
+#!/bin/bash
+# t_switch_sockapi — switched connections behave like kernel TCP for the application:
+# switch_sockapi.py (one process, both ends of every connection) checks MSG_PEEK (small and bulk),
+# FIONREAD, MSG_WAITALL, MSG_DONTWAIT and nonblocking I/O, SO_RCVTIMEO/SO_SNDTIMEO, SO_ERROR and
+# the names, socket options, shutdown (SHUT_WR, SHUT_RD), close with data in flight, SO_LINGER
+# {1,0} (reset), poll/select/epoll readiness (two epoll sets, EPOLLET, EPOLLONESHOT), dup, the
+# peer's close and vectored I/O. It runs once on kernel TCP and once preloaded (SANSWITCH_STATS=1):
+# the two outputs, '#' note lines left out, must be identical; the preloaded process must show
+# switched = 2 x the pairs it made and fallback=0 (the checks really ran switched).
+# timeout: 120
+# shellcheck source=tests/e2e/lib.sh
+. "$(dirname -- "$0")/lib.sh"
+need_build
+
+export SANSWITCH_STATS=1
+
+kernel_rc=0
+as_t none 50 "$PY" "$E2E_DIR/switch_sockapi.py" >"$TMP/kernel.out" 2>"$TMP/kernel.err" || kernel_rc=$?
+if [ "$kernel_rc" -ne 0 ]; then
+	show "$TMP/kernel.out" "$TMP/kernel.err"
+	fail "switch_sockapi.py exited $kernel_rc on kernel TCP (no preload): the test itself is broken"
+fi
+
+pre_rc=0
+as_t pre 60 "$PY" "$E2E_DIR/switch_sockapi.py" >"$TMP/pre.out" 2>"$TMP/pre.err" || pre_rc=$?
+no_preload_errors "$TMP/pre.err"
+
+grep -v '^#' "$TMP/kernel.out" >"$TMP/kernel.cmp"
+grep -v '^#' "$TMP/pre.out" >"$TMP/pre.cmp"
+n=$(grep -c '^check ' "$TMP/kernel.cmp")
+if ! diff -u --label kernel --label preloaded "$TMP/kernel.cmp" "$TMP/pre.cmp" >"$TMP/diff"; then
+	cat "$TMP/diff"
+	# Leave out the idle lines of processes that never had a TCP socket (pyenv shims and such).
+	grep -Ev '^sanswitch: pid=[0-9]+ switched=0 fallback=0 san_tx_bytes=0 san_rx_bytes=0 tcp_tx_bytes=0 tcp_rx_bytes=0 ' \
+		"$TMP/pre.err" >"$TMP/pre.err.busy"
+	show "$TMP/pre.err.busy"
+	fail "the preloaded run differs from kernel TCP in $(grep -c '^+check' "$TMP/diff") of $n checks" \
+		"(lines above: - kernel, + preloaded; preloaded exit $pre_rc)"
+fi
+[ "$pre_rc" -eq 0 ] || { show "$TMP/pre.out" "$TMP/pre.err"; fail "preloaded run exited $pre_rc"; }
+log "all $n checks give the same results preloaded as on kernel TCP"
+
+pairs=$(sed -n 's/^pairs \([0-9][0-9]*\)$/\1/p' "$TMP/pre.out")
+[ -n "$pairs" ] && [ "$pairs" -gt 0 ] || { show "$TMP/pre.out"; fail "no 'pairs N' line"; }
+pid=$(sed -n 's/^# pid \([0-9][0-9]*\)$/\1/p' "$TMP/pre.out")
+[ -n "$pid" ] || { show "$TMP/pre.out"; fail "no '# pid P' line"; }
+l=$(pid_line "$TMP/pre.err" "$pid") || exit 1
+log "preloaded: $l"
+[ "$(field "$l" switched)" -eq $((2 * pairs)) ] && [ "$(field "$l" fallback)" -eq 0 ] ||
+	fail "expected switched=$((2 * pairs)) fallback=0 ($pairs pairs, both ends in one process): $l"
+[ "$(field "$l" connects)" -eq "$pairs" ] && [ "$(field "$l" accepts)" -eq "$pairs" ] ||
+	fail "expected connects=$pairs accepts=$pairs: $l"
+log "all $pairs pairs switched on both ends"
