@@ -4,6 +4,7 @@
 
 #include "core/san_config.h"
 #include "core/san_log.h"
+#include "core/san_shm_cma.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
 #include "core/san_sys.h"
@@ -27,6 +28,14 @@
  */
 #define SAN_CONN_READ_MIN (16u * 1024u)
 #define SAN_CONN_REGION_MIN (16u * 1024u)
+
+/*
+ * Direct grant (docs/protocol.md "Direct grant on shm"): a blocking receive about to sleep with
+ * a buffer of at least SAN_CONN_DIRECT_MIN bytes offers it; a send of at least that much (under
+ * SANSWITCH_BULK=grant: above the inline threshold) writes straight into it. Below it the
+ * system call (about 2.4 us) costs more than the two copies it saves.
+ */
+#define SAN_CONN_DIRECT_MIN (32u * 1024u)
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
@@ -372,6 +381,74 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 	return (ssize_t)len;
 }
 
+/* May this send of total bytes go into the peer's offered buffer, if there is one? */
+static bool direct_allowed(struct san_sock *s, size_t total)
+{
+	/* No capability to check: an offer is the peer's consent, and CMA's permission is
+	 * learnt from the first write (a refusal turns direct off on both sides). */
+	if (s->direct_off || !s->hello_rx || total <= san_cfg.inline_max)
+		return false;
+	switch (san_cfg.bulk) {
+	case SAN_CFG_BULK_GRANT:
+		return true;
+	case SAN_CFG_BULK_AUTO:
+		return total >= SAN_CONN_DIRECT_MIN;
+	default:
+		return false;
+	}
+}
+
+/*
+ * The peer sleeps in a blocking receive and offered its buffer: claim the offer, write into
+ * it with process_vm_writev (our application's bytes, straight into the peer application's
+ * buffer: one copy in all), report with WRITE_DONE{the offer's id, offset 0, len}. Returns
+ * the bytes delivered (the send may complete: the peer holds them), 0 when there is no offer
+ * to take (or the write moved nothing), -ECONNRESET.
+ */
+static ssize_t send_direct(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total)
+{
+	struct san_msg m = { .type = SAN_T_WRITE_DONE };
+	struct san_shm_direct d;
+	struct san_shm_cma_region dst;
+	size_t done = 0;
+	ssize_t w;
+	void *buf;
+	int room;
+
+	/* Room for the WRITE_DONE first: once claimed, the report must go out. */
+	room = san_shm_ring_prod_reserve(&s->txr, (uint32_t)san_msg_size(&m), &buf);
+	if (room < 0 || san_shm_ring_direct_claim(&s->txr, &d) != 1)
+		return 0; /* the normal path meets a full or broken ring again, and says so */
+	dst.pid = s->peer_pid;
+	dst.addr = d.addr;
+	dst.len = d.len < total ? d.len : total;
+	if (san_fault(SAN_FAULT_CMA_FAIL))
+		w = -EPERM;
+	else
+		w = san_shm_cma_write(&dst, iov, (size_t)iovcnt, &done);
+	if (w >= 0)
+		done = (size_t)w;
+	m.u.write_done.xfer_id = d.id;
+	m.u.write_done.status = w >= 0 ? SAN_XS_OK : SAN_XS_FAILED;
+	m.u.write_done.len = done;
+	if (w < 0) {
+		/* FAILED with the prefix that did arrive: the peer stops offering, so do we. */
+		san_info("fd %d: direct write into the peer's buffer failed (%s): copying instead",
+			 s->fd, strerror((int)-w));
+		s->direct_off = true;
+	}
+	if (san_msg_encode(&m, buf, (size_t)room) < 0 || commit(s) < 0) {
+		if (!s->err)
+			ring_broken(s, "send", -EPROTO);
+		return -ECONNRESET;
+	}
+	if (done && san_stats_enabled()) {
+		san_stats_add(SAN_STAT_SAN_TX_BYTES, done);
+		san_stats_add(SAN_STAT_DIRECT_TX_BYTES, done);
+	}
+	return (ssize_t)done;
+}
+
 ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total)
 {
 	if (s->fin_sent || s->anchor_dead)
@@ -384,6 +461,13 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
 	if (san_shm_ring_prod_armed(&s->txr))
 		return -EAGAIN;
 	s->tx_wait_area = false;
+	take_head(s);
+	if (direct_allowed(s, total)) {
+		ssize_t r = send_direct(s, iov, iovcnt, total);
+
+		if (r != 0)
+			return r; /* the rest, if any, in the next round */
+	}
 	if (total > san_cfg.inline_max) {
 		int mode = bulk_mode(s, total);
 
@@ -412,6 +496,81 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
 		}
 	}
 	return send_copy(s, iov, iovcnt, total);
+}
+
+/* ---- direct grant, receiving side ------------------------------------------------------ */
+
+/*
+ * A blocking receive found the ring empty, armed, and is about to sleep: offer the buffer
+ * (iov[0], if it is the only one and big enough) for the peer to write into. Lock held.
+ */
+void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovcnt)
+{
+	if (s->direct_out || s->direct_off || iovcnt != 1 || iov[0].iov_len < SAN_CONN_DIRECT_MIN ||
+	    !s->hello_rx || !(s->peer_caps & SAN_CAP_RDMA_WRITE) || !s->rxr.sh || s->err ||
+	    s->peer_fin || s->rd_shut ||
+	    (san_cfg.bulk != SAN_CFG_BULK_AUTO && san_cfg.bulk != SAN_CFG_BULK_GRANT))
+		return;
+	if (!++s->direct_id)
+		s->direct_id = 1;
+	if (san_shm_ring_direct_offer(&s->rxr, s->direct_id, (uint64_t)(uintptr_t)iov[0].iov_base,
+				      iov[0].iov_len) < 0)
+		return;
+	s->direct_out = true;
+	s->direct_claimed = false;
+	s->direct_len = iov[0].iov_len;
+	s->direct_buf = iov[0].iov_base;
+}
+
+/*
+ * After a wait, before reading or returning: take an unclaimed offer back. Returns true if
+ * the receive may return (nothing of ours is out), false while a claimed offer's WRITE_DONE
+ * has not come: the peer may be writing into the buffer, which must stay valid. A reset ends
+ * that too (a dead peer writes nothing more). Lock held.
+ */
+bool san_conn_direct_settle(struct san_sock *s)
+{
+	if (!s->direct_out)
+		return true;
+	if (s->err) {
+		s->direct_out = false;
+		return true;
+	}
+	if (!s->direct_claimed && san_shm_ring_direct_revoke(&s->rxr)) {
+		s->direct_out = false;
+		return true;
+	}
+	s->direct_claimed = true;
+	return false;
+}
+
+/*
+ * A WRITE_DONE outside a transfer answers our direct offer: its len bytes are already at the
+ * start of the buffer we offered, which must be the caller's iov[0] with nothing delivered
+ * before it (a claim is current only on an empty ring). Returns those bytes (the frame
+ * consumed), -EAGAIN if the caller is another receive (not consumed), -EPROTO if the frame
+ * does not match the offer.
+ */
+static ssize_t direct_done(struct san_sock *s, const struct san_msg *m, const struct iovec *iov,
+			   size_t got)
+{
+	const struct san_write_done *wd = &m->u.write_done;
+
+	if (!s->direct_out || !s->direct_claimed)
+		return -EPROTO;
+	if (iov[0].iov_base != s->direct_buf)
+		return -EAGAIN;
+	if (got || wd->xfer_id != s->direct_id || wd->offset || wd->len > s->direct_len ||
+	    (wd->status != SAN_XS_OK && wd->status != SAN_XS_FAILED) ||
+	    (wd->status == SAN_XS_OK && !wd->len))
+		return -EPROTO;
+	if (wd->status == SAN_XS_FAILED)
+		s->direct_off = true; /* the peer could not write: stop offering */
+	s->direct_out = s->direct_claimed = false;
+	san_shm_ring_direct_done(&s->rxr);
+	if (consume(s) < 0)
+		return -EPROTO;
+	return (ssize_t)wd->len;
 }
 
 /*
@@ -579,8 +738,22 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			}
 			continue;
 		}
-		case SAN_T_SRC_AVAIL:
-		case SAN_T_WRITE_DONE: {
+		case SAN_T_WRITE_DONE:
+			if (!s->xfer_rx_open) {
+				/* not a transfer's second frame: the answer to our direct offer */
+				ssize_t n = direct_done(s, &m, iov, got);
+
+				if (n == -EAGAIN)
+					goto out; /* another receive's offer: leave it for that one */
+				if (n < 0) {
+					ring_broken(s, "WRITE_DONE", -SAN_PROTO_ERANGE);
+					continue;
+				}
+				got += (size_t)n;
+				continue;
+			}
+			/* fall through */
+		case SAN_T_SRC_AVAIL: {
 			bool rd = m.type == SAN_T_SRC_AVAIL;
 			uint64_t addr = rd ? m.u.src_avail.addr : m.u.write_done.offset;
 			uint64_t len = rd ? m.u.src_avail.len : m.u.write_done.len;

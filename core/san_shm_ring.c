@@ -36,6 +36,7 @@ int san_shm_ring_init(void *base, size_t map_len, uint64_t data_size)
 	atomic_store_explicit(&sh->cons, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->cons_armed, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->cons_edges, 0, memory_order_relaxed);
+	atomic_store_explicit(&sh->direct, SAN_SHM_DIRECT_FREE, memory_order_relaxed);
 	/* The mapping reaches the peer through the engine's handshake, a syscall: a barrier. */
 	atomic_store_explicit(&sh->prod_armed, 0, memory_order_release);
 	return 0;
@@ -436,4 +437,77 @@ void san_shm_ring_cons_disarm(struct san_shm_cons *c)
 void san_shm_ring_cons_edges(struct san_shm_cons *c, bool on)
 {
 	atomic_store_explicit(&c->sh->cons_edges, on ? 1u : 0u, memory_order_relaxed);
+}
+
+/*
+ * The direct grant slot. The consumer writes the offer's fields, then publishes OFFERED with
+ * a release store; the producer claims with a compare-and-swap (acquire) and only then reads
+ * the fields, which the consumer no longer touches. The consumer revokes with the opposite
+ * compare-and-swap, so exactly one of the two wins. A claim is current only while the
+ * producer has committed nothing since the consumer read its cursor: then the consumer, which
+ * found the ring empty there, reads our WRITE_DONE next and nothing else. Both sides trust
+ * nothing else: the producer writes only its own application's bytes, into the consumer's
+ * own memory; the consumer checks the WRITE_DONE against its private record of the offer.
+ */
+static inline uint64_t direct_word(uint32_t id, uint32_t state)
+{
+	return (uint64_t)id << 32 | state;
+}
+
+int san_shm_ring_direct_offer(struct san_shm_cons *c, uint32_t id, uint64_t addr, uint64_t len)
+{
+	struct san_shm_ring_shared *sh = c->sh;
+
+	if ((uint32_t)atomic_load_explicit(&sh->direct, memory_order_acquire) !=
+	    SAN_SHM_DIRECT_FREE)
+		return -EBUSY;
+	sh->direct_at = c->rd;
+	sh->direct_addr = addr;
+	sh->direct_len = len;
+	atomic_store_explicit(&sh->direct, direct_word(id, SAN_SHM_DIRECT_OFFERED),
+			      memory_order_seq_cst);
+	return 0;
+}
+
+bool san_shm_ring_direct_revoke(struct san_shm_cons *c)
+{
+	uint64_t w = atomic_load_explicit(&c->sh->direct, memory_order_seq_cst);
+
+	while ((uint32_t)w == SAN_SHM_DIRECT_OFFERED)
+		if (atomic_compare_exchange_weak_explicit(&c->sh->direct, &w, SAN_SHM_DIRECT_FREE,
+							  memory_order_seq_cst,
+							  memory_order_seq_cst))
+			return true;
+	if ((uint32_t)w == SAN_SHM_DIRECT_CLAIMED)
+		return false;
+	/* FREE, or garbage a peer wrote into the word: nothing was claimed. */
+	atomic_store_explicit(&c->sh->direct, SAN_SHM_DIRECT_FREE, memory_order_relaxed);
+	return true;
+}
+
+void san_shm_ring_direct_done(struct san_shm_cons *c)
+{
+	atomic_store_explicit(&c->sh->direct, SAN_SHM_DIRECT_FREE, memory_order_release);
+}
+
+int san_shm_ring_direct_claim(struct san_shm_prod *p, struct san_shm_direct *d)
+{
+	struct san_shm_ring_shared *sh = p->sh;
+	uint64_t w = atomic_load_explicit(&sh->direct, memory_order_acquire);
+
+	if (p->err || (uint32_t)w != SAN_SHM_DIRECT_OFFERED)
+		return 0;
+	/*
+	 * The acquire above makes the fields of offer w visible. They are that offer's only if
+	 * the claim below succeeds on the same word (same id): a revoke and a new offer change
+	 * the id, and the consumer does not touch the fields once we hold the claim.
+	 */
+	d->id = (uint32_t)(w >> 32);
+	d->addr = sh->direct_addr;
+	d->len = sh->direct_len;
+	if (sh->direct_at != p->prod || !d->len)
+		return 0; /* we committed since it looked (its doorbell is on its way), or empty */
+	return atomic_compare_exchange_strong_explicit(&sh->direct, &w,
+						       direct_word(d->id, SAN_SHM_DIRECT_CLAIMED),
+						       memory_order_seq_cst, memory_order_seq_cst);
 }

@@ -16,7 +16,8 @@
  * Layout of one ring (host byte order: both ends run on the same host):
  *
  *   offset 0    block 0   magic, version, hdr_size, data_size   (set by san_shm_ring_init),
- *                         cons_edges                            (set by the consumer, rarely)
+ *                         cons_edges                            (set by the consumer, rarely),
+ *                         the direct grant slot                 (see san_shm_ring_direct_offer)
  *   offset 128  block 1   prod, cons_armed      (the line the producer writes on every commit)
  *   offset 256  block 2   cons, prod_armed      (the line the consumer writes on every release)
  *   offset 384  data area, data_size bytes, a power of two
@@ -123,7 +124,19 @@ struct san_shm_ring_shared {
 	 * A producer that predates the field leaves it alone: its peer just gets fewer edges.
 	 */
 	_Atomic uint32_t cons_edges;
-	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 20];
+	/*
+	 * The direct grant (docs/protocol.md, "Direct grant on shm"): a consumer about to sleep
+	 * in a blocking receive offers its application buffer here; the producer may claim it,
+	 * write into it with process_vm_writev, and report with WRITE_DONE. direct_state is
+	 * SAN_SHM_DIRECT_* with the offer's id; the other fields are the consumer's, written before
+	 * it offers.
+	 */
+	uint32_t rsvd_align;
+	_Atomic uint64_t direct; /* offer id << 32 | SAN_SHM_DIRECT_*: one word, so no ABA */
+	uint64_t direct_at;	 /* the consumer's read cursor: current only if prod is still there */
+	uint64_t direct_addr;	 /* the buffer, in the consumer's address space */
+	uint64_t direct_len;
+	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 56];
 	/* Block 1: the producer's line. */
 	_Atomic uint64_t prod;	     /* bytes committed, ever; a multiple of 8 */
 	_Atomic uint32_t cons_armed; /* 1: consumer sleeps, wants a doorbell (set by consumer) */
@@ -301,5 +314,42 @@ void san_shm_ring_cons_disarm(struct san_shm_cons *c);
 
 /* Ask for a doorbell after every commit (on), or only when armed (off): cons_edges. */
 void san_shm_ring_cons_edges(struct san_shm_cons *c, bool on);
+
+/* ---- the direct grant slot ----------------------------------------------------------------- */
+
+enum {
+	SAN_SHM_DIRECT_FREE = 0,    /* nothing offered */
+	SAN_SHM_DIRECT_OFFERED = 1, /* set by the consumer; back to FREE when it revokes */
+	SAN_SHM_DIRECT_CLAIMED = 2, /* set by the producer: it writes, then commits WRITE_DONE */
+};
+
+/* What a claim hands the producer. */
+struct san_shm_direct {
+	uint32_t id;
+	uint64_t addr, len;
+};
+
+/*
+ * Consumer, with its ring found empty and armed: offer len bytes at addr (its own address
+ * space) under id. 0, or -EBUSY if the slot is not free (a claim not yet answered).
+ */
+int san_shm_ring_direct_offer(struct san_shm_cons *c, uint32_t id, uint64_t addr, uint64_t len);
+
+/*
+ * Consumer, after its wait: take the offer back. true if it was still only offered (FREE now);
+ * false if the producer claimed it: its WRITE_DONE is the next frame, and the buffer must
+ * stay untouched and valid until it has come.
+ */
+bool san_shm_ring_direct_revoke(struct san_shm_cons *c);
+
+/* Consumer, after it consumed the claim's WRITE_DONE: the slot is free again. */
+void san_shm_ring_direct_done(struct san_shm_cons *c);
+
+/*
+ * Producer: claim the offer if there is one and it is still current (nothing committed since
+ * the consumer found the ring empty, so the next frame it reads is ours). 1 and *d filled
+ * (write, then commit WRITE_DONE{d->id}); 0 if there is nothing to claim.
+ */
+int san_shm_ring_direct_claim(struct san_shm_prod *p, struct san_shm_direct *d);
 
 #endif /* SAN_SHM_RING_H */

@@ -755,7 +755,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		struct iovec sl[64];
 		struct iovec *v = sl;
 		int cnt = (int)m->msg_iovlen, waitfd = -1;
-		bool pause_wait = false;
+		bool pause_wait = false, claimed = false;
 
 		pthread_mutex_lock(&s->lock);
 		sock_before_io(s);
@@ -814,6 +814,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			}
 			cnt = iov_slice(m->msg_iov, (int)m->msg_iovlen, done, total - done, v,
 					cnt > 64 ? cnt : 64);
+			/* An offer made before the wait: taken back, or claimed (its answer is next). */
+			claimed = !san_conn_direct_settle(s);
 			r = san_conn_recv(s, v, cnt, flags);
 			/*
 			 * X must read as ready only while the ring holds something (TCP's rule:
@@ -833,6 +835,9 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			 */
 			if (r == -EAGAIN && ((!nb && spin_for(s)) || san_conn_rx_arm(s) == 1))
 				r = -EINTR;
+			else if (r == -EAGAIN && !nb && !claimed && !done && !(flags & MSG_PEEK))
+				/* about to sleep: the peer may write straight into the buffer */
+				san_conn_direct_offer(s, v, cnt);
 			waitfd = s->xfd;
 			m->msg_flags = 0;
 			break;
@@ -870,7 +875,15 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			break;
 		if (timeo == -2)
 			timeo = sock_timeo_ms(s, SO_RCVTIMEO);
-		if (!wait_fd(s, waitfd, POLLIN, timeo)) {
+		if (!wait_fd(s, waitfd, POLLIN, claimed ? -1 : timeo)) {
+			bool settled;
+
+			/* Timed out: an offer the peer claimed keeps us until its answer. */
+			pthread_mutex_lock(&s->lock);
+			settled = san_conn_direct_settle(s);
+			pthread_mutex_unlock(&s->lock);
+			if (!settled)
+				continue;
 			r = -EAGAIN;
 			break;
 		}
@@ -1152,6 +1165,34 @@ void san_sock_atfork_parent(void)
  * socket lives on in the other copies. Runs in a vfork child too: no locks, no allocation,
  * only the fd table (read without locks) and system calls on this process's own fds.
  */
+/*
+ * exec() while another thread sleeps in a receive whose buffer is offered to the peer (direct
+ * grant): the new program must never get the peer's write. Take the offer back; if the peer
+ * has claimed it, wait for its WRITE_DONE to be in the ring (the write is over by then), at
+ * most 2 s, and only while the peer lives: process_vm_writev finishes before a stopped peer
+ * stops, so only a peer stopped between its claim and its write could outlast that.
+ */
+static void direct_settle_for_exec(int fd)
+{
+	struct san_sock *s = san_sock_get(fd);
+
+	if (!s)
+		return;
+	for (int i = 0; i < 2000; i++) {
+		struct san_shm_frame f;
+		bool over;
+
+		pthread_mutex_lock(&s->lock);
+		over = san_conn_direct_settle(s) || s->anchor_dead || !s->rxr.sh ||
+		       san_shm_ring_cons_peek(&s->rxr, &f) != -EAGAIN;
+		pthread_mutex_unlock(&s->lock);
+		if (over)
+			break;
+		san_sys_poll(NULL, 0, 1);
+	}
+	san_sock_put(s);
+}
+
 void san_sock_before_exec(void)
 {
 	unsigned int hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
@@ -1164,6 +1205,7 @@ void san_sock_before_exec(void)
 
 		if (!f || san_fd_state(f) != SAN_FD_SWITCHED)
 			continue;
+		direct_settle_for_exec((int)fd);
 		fl = san_sys_fcntl((int)fd, F_GETFD, 0);
 		if (fl < 0 || (fl & FD_CLOEXEC))
 			continue;

@@ -106,6 +106,14 @@ struct san_sock {
 	void *ew;	   /* engine watcher (engine thread only) */
 
 	bool want_edges;  /* an EPOLLET registration was made: a doorbell per arrival (rxr) */
+	/* Direct grant (protocol.md "Direct grant on shm"): the application's buffer, written
+	 * by the peer with process_vm_writev while a blocking receive sleeps. */
+	bool direct_off;     /* a direct write failed (CMA refused): none on this connection */
+	bool direct_out;     /* receiver: our offer is out (maybe claimed), not yet answered */
+	bool direct_claimed; /* ... and the peer claimed it: its WRITE_DONE comes next */
+	uint32_t direct_id;  /* the offer's id (nonzero, one per offer) */
+	uint64_t direct_len; /* the offer's length, our own record of it */
+	void *direct_buf;    /* the offered buffer (iov[0] of the receive that offered) */
 	struct san_sock_epreg ep[SAN_SOCK_EPOLL_MAX];
 	int nep;
 	bool ep_overflow; /* more registrations than we can re-create: do not switch */
@@ -186,6 +194,8 @@ int san_conn_send_hello(struct san_sock *s);
 bool san_conn_rx_ready(struct san_sock *s);
 size_t san_conn_rx_bytes(struct san_sock *s);
 int san_conn_rx_arm(struct san_sock *s);
+void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovcnt);
+bool san_conn_direct_settle(struct san_sock *s);
 int san_conn_tx_arm(struct san_sock *s, uint32_t need);
 void san_conn_tx_disarm(struct san_sock *s);
 void san_conn_close(struct san_sock *s);

@@ -28,6 +28,8 @@ enum san_stat {
 	SAN_STAT_ACCEPTS = 8,	   /* tracked passive opens (accepted on a tracked listener) */
 	SAN_STAT_READ_TX_BYTES = 9, /* of san_tx_bytes, those the peer read (READ transfers) */
 	SAN_STAT_GRANT_TX_BYTES = 10, /* of san_tx_bytes, those written into the peer's grant */
+	SAN_STAT_DIRECT_TX_BYTES = 11, /* of san_tx_bytes, written straight into the peer's
+					* waiting receive buffer (process_vm_writev) */
 	SAN_STAT_NR,
 };
 

@@ -612,6 +612,120 @@ START_TEST(test_doorbell_edges)
 END_TEST
 
 /*
+ * The direct grant slot: offer, claim, revoke. A claim needs the offer to be current (the
+ * producer committed nothing since the consumer looked) and wins against a revoke or loses to
+ * it, never both; a revoke-and-reoffer between the producer's look and its claim (same
+ * state, new id) makes the claim fail; a claimed offer cannot be revoked; done frees it.
+ */
+START_TEST(test_direct_slot)
+{
+	struct tring t;
+	struct san_shm_direct d;
+
+	tring_open(&t, 4096, _i);
+	/* Nothing offered: nothing to claim; a revoke of nothing is harmless. */
+	REQUIRE_EQ(san_shm_ring_direct_claim(&t.p, &d), 0);
+	REQUIRE(san_shm_ring_direct_revoke(&t.c));
+
+	/* Offered on an empty ring, claimed, not revocable, answered, free. */
+	REQUIRE_EQ(san_shm_ring_direct_offer(&t.c, 7, 0x1000, 65536), 0);
+	REQUIRE_EQ(san_shm_ring_direct_offer(&t.c, 8, 0x2000, 1), -EBUSY);
+	REQUIRE_EQ(san_shm_ring_direct_claim(&t.p, &d), 1);
+	REQUIRE_EQ(d.id, 7);
+	REQUIRE_EQ(d.addr, 0x1000);
+	REQUIRE_EQ(d.len, 65536);
+	REQUIRE_EQ(san_shm_ring_direct_claim(&t.p, &d), 0);
+	REQUIRE(!san_shm_ring_direct_revoke(&t.c));
+	REQUIRE_EQ(san_shm_ring_direct_offer(&t.c, 9, 0x1000, 1), -EBUSY);
+	san_shm_ring_direct_done(&t.c);
+
+	/* Revoked before the claim: the claim finds nothing. */
+	REQUIRE_EQ(san_shm_ring_direct_offer(&t.c, 10, 0x1000, 100), 0);
+	REQUIRE(san_shm_ring_direct_revoke(&t.c));
+	REQUIRE_EQ(san_shm_ring_direct_claim(&t.p, &d), 0);
+
+	/* Not current: the producer committed after the consumer looked (its frame comes first). */
+	REQUIRE_EQ(san_shm_ring_direct_offer(&t.c, 11, 0x1000, 100), 0);
+	REQUIRE_EQ(put_data(&t.p, 10, 0), 0);
+	REQUIRE_EQ(san_shm_ring_direct_claim(&t.p, &d), 0);
+	REQUIRE(san_shm_ring_direct_revoke(&t.c));
+	REQUIRE_EQ(get_msg(&t.c, 26, 0), 0);
+	/* Current again once the consumer has read it and offers anew. */
+	REQUIRE_EQ(san_shm_ring_direct_offer(&t.c, 12, 0x3000, 100), 0);
+	REQUIRE_EQ(san_shm_ring_direct_claim(&t.p, &d), 1);
+	REQUIRE_EQ(d.id, 12);
+	san_shm_ring_direct_done(&t.c);
+
+	/* An empty offer is never claimed. */
+	REQUIRE_EQ(san_shm_ring_direct_offer(&t.c, 13, 0x3000, 0), 0);
+	REQUIRE_EQ(san_shm_ring_direct_claim(&t.p, &d), 0);
+	REQUIRE(san_shm_ring_direct_revoke(&t.c));
+
+	/* Garbage in the word (a broken peer): nothing claimed, a revoke clears it. */
+	atomic_store(&SH(&t)->direct, 0xdead00000005ull);
+	REQUIRE_EQ(san_shm_ring_direct_claim(&t.p, &d), 0);
+	REQUIRE(san_shm_ring_direct_revoke(&t.c));
+	REQUIRE_EQ(atomic_load(&SH(&t)->direct), SAN_SHM_DIRECT_FREE);
+	tring_close(&t);
+}
+END_TEST
+
+/* Claim against revoke in two threads, many rounds: exactly one wins each round. */
+struct direct_race {
+	struct tring *t;
+	atomic_uint step;
+	int rounds, claims, revokes, both, neither;
+};
+
+static void *direct_claimer(void *arg)
+{
+	struct direct_race *r = arg;
+	struct san_shm_direct d;
+
+	for (int i = 0; i < r->rounds; i++) {
+		while (atomic_load(&r->step) != 2u * (unsigned)i + 1)
+			cpu_relax();
+		r->claims += san_shm_ring_direct_claim(&r->t->p, &d) == 1;
+		atomic_fetch_add(&r->step, 1);
+	}
+	return NULL;
+}
+
+START_TEST(test_direct_race)
+{
+	struct tring t;
+	struct direct_race r = { .t = &t, .rounds = 20000 };
+	pthread_t th;
+
+	tring_open(&t, 4096, 0);
+	REQUIRE_EQ(pthread_create(&th, NULL, direct_claimer, &r), 0);
+	for (int i = 0; i < r.rounds; i++) {
+		int before = r.claims, won;
+
+		REQUIRE_EQ(san_shm_ring_direct_offer(&t.c, (uint32_t)i + 1, 0x1000, 64), 0);
+		atomic_fetch_add(&r.step, 1); /* go */
+		for (int k = 0; k < (i & 63); k++)
+			cpu_relax();
+		won = san_shm_ring_direct_revoke(&t.c);
+		while (atomic_load(&r.step) != 2u * (unsigned)i + 2)
+			cpu_relax();
+		if (won && r.claims != before)
+			r.both++;
+		if (!won && r.claims == before)
+			r.neither++;
+		r.revokes += won;
+		if (!won)
+			san_shm_ring_direct_done(&t.c);
+	}
+	pthread_join(th, NULL);
+	REQUIRE_EQ(r.both, 0);
+	REQUIRE_EQ(r.neither, 0);
+	REQUIRE_EQ(r.claims + r.revokes, r.rounds);
+	tring_close(&t);
+}
+END_TEST
+
+/*
  * The store-buffer litmus test on the real functions: two threads in lock-step, one commits
  * (or releases) while the other arms. "Consumer sleeps and producer does not ring" must never
  * happen. With either pair weakened to a release store and a plain load, x86 store buffers
@@ -1353,6 +1467,8 @@ Suite *make_shm_ring_suite(void)
 	tcase_add_loop_test(tc, test_skip_release, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_flags, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_edges, 0, NKINDS);
+	tcase_add_loop_test(tc, test_direct_slot, 0, NKINDS);
+	tcase_add_test(tc, test_direct_race);
 	tcase_add_loop_test(tc, test_doorbell_litmus, 0, 2);
 	tcase_add_loop_test(tc, test_hostile_crafted, 0, H_NCASES * NKINDS);
 	tcase_add_loop_test(tc, test_hostile_consumer, 0, NKINDS);
