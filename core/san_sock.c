@@ -255,7 +255,10 @@ void san_sock_on_connect(int fd)
 void san_sock_on_accept(int lfd, int fd)
 {
 	(void)lfd;
-	if (san_fd_get(fd))
+	if (san_cfg.provider == SAN_CFG_PROV_VERBS)
+		/* no provider of this build may carry it: no window, plain TCP at once */
+		san_sock_drop_fd(fd, false, SAN_FB_NO_PROVIDER);
+	else if (san_fd_get(fd))
 		sock_new(fd, SAN_UP_ROLE_B);
 }
 
@@ -737,6 +740,29 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 
 /* ---- receive --------------------------------------------------------------------------- */
 
+/*
+ * A MSG_WAITALL receive whose connection was left on TCP part-way: the rest straight from the
+ * kernel, as if the call had passed through from the start. The bytes it got (0 on an error:
+ * the caller returns what it has, as the kernel does after a partial WAITALL).
+ */
+static size_t recv_rest(int fd, struct msghdr *m, size_t done, size_t total, int flags)
+{
+	struct iovec sl[64];
+	struct iovec *v = sl;
+	struct msghdr mh = *m;
+	int cnt = (int)m->msg_iovlen;
+	ssize_t r;
+
+	if (cnt > 64 && !(v = malloc(sizeof(*v) * (size_t)cnt)))
+		return 0;
+	mh.msg_iov = v;
+	mh.msg_iovlen = (size_t)iov_slice(m->msg_iov, cnt, done, total - done, v, cnt > 64 ? cnt : 64);
+	r = san_sys_recvmsg(fd, &mh, flags);
+	if (v != sl)
+		free(v);
+	return r > 0 ? (size_t)r : 0;
+}
+
 ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct san_sock *s;
@@ -763,6 +789,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		if (s->dropped) {
 			pthread_mutex_unlock(&s->lock);
 			san_sock_put(s);
+			if (done && waitall && done < total)
+				done += recv_rest(fd, m, done, total, flags | MSG_WAITALL);
 			return done ? (ssize_t)done : SAN_PASS;
 		}
 		if (cnt > 64)
@@ -798,6 +826,18 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			r = san_sys_recvmsg(s->tcp, &mh, flags | MSG_DONTWAIT);
 			if (r > 0 && !(flags & MSG_PEEK))
 				s->tcp_rx += (uint64_t)r;
+			/*
+			 * B: data from A with no PROPOSE handled. A switch proposes in its first
+			 * data call, before any byte, and sends only once B has answered: this
+			 * peer never will. Close the window now rather than after
+			 * SAN_B_WINDOW_MS of the slower, counted path.
+			 */
+			if (r > 0 && s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP) {
+				m->msg_flags = mh.msg_flags;
+				san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
+				waitfd = s->tcp; /* a MSG_WAITALL rest: the next round passes through */
+				break;
+			}
 			if (r == 0 && s->rx == SK_RX_DRAIN && max) {
 				san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
 				r = -ECONNRESET;

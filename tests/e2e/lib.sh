@@ -94,7 +94,10 @@ _menv() {
 	case $1 in
 	pre) MENV=(env "LD_PRELOAD=$SO") ;;
 	none) MENV=(env -u LD_PRELOAD) ;;
-	*) fail "bad mode '$1' (want pre or none)" ;;
+	# preloaded, but no provider may carry a connection: every call takes the interposed
+	# path and every connection falls back to TCP (the cost of the interposition alone)
+	pass) MENV=(env "LD_PRELOAD=$SO" SANSWITCH_PROVIDER=verbs) ;;
+	*) fail "bad mode '$1' (want pre, pass or none)" ;;
 	esac
 }
 
@@ -244,7 +247,7 @@ start_listener() {
 		if wait_listen "$port" "$SPAWN_PID" 15; then
 			SERVER_PORT=$port
 			SERVER_PID=$SPAWN_PID
-			[ "$mode" = pre ] && assert_preloaded "$SERVER_PID"
+			[ "$mode" != none ] && assert_preloaded "$SERVER_PID"
 			return 0
 		fi
 		stop "$SPAWN_PID"
