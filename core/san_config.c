@@ -16,6 +16,7 @@ const struct san_config san_config_defaults = {
 	.provider = SAN_CFG_PROV_AUTO,
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
+	.direct = 0,
 };
 
 /* Statically the defaults: code that runs before init (or in the unit runner) sees them. */
@@ -27,6 +28,7 @@ struct san_config san_cfg = {
 	.provider = SAN_CFG_PROV_AUTO,
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
+	.direct = 0,
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -280,6 +282,11 @@ int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx)
 		san_config_reject(err, "SANSWITCH_SPIN_US", s, "0..1000000 microseconds", dflt);
 		bad++;
 	}
+	if ((s = san_config_get(get, ctx, "SANSWITCH_DIRECT")) &&
+	    (err = san_config_parse_uint(s, 1, &cfg->direct))) {
+		san_config_reject(err, "SANSWITCH_DIRECT", s, "0|1", "0");
+		bad++;
+	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_PROVIDER")) &&
 	    (err = san_config_parse_provider(s, &cfg->provider))) {
 		san_config_reject(err, "SANSWITCH_PROVIDER", s, "auto|shm|verbs", "auto");
@@ -331,8 +338,8 @@ void san_config_init(void)
 		/* A warning, not info: a forgotten test switch must not go unnoticed. */
 		san_warn("SANSWITCH_FAULT: injecting %s (a testing switch)", list);
 	}
-	san_debug("config: bulk=%s inline_max=%u spin_us=%u provider=%s stats=%s",
-		  san_cfg_bulk_name(san_cfg.bulk), san_cfg.inline_max, san_cfg.spin_us,
+	san_debug("config: bulk=%s inline_max=%u spin_us=%u direct=%u provider=%s stats=%s",
+		  san_cfg_bulk_name(san_cfg.bulk), san_cfg.inline_max, san_cfg.spin_us, san_cfg.direct,
 		  san_cfg_provider_name(san_cfg.provider),
 		  san_cfg.stats == SAN_CFG_STATS_OFF	 ? "off"
 		  : san_cfg.stats == SAN_CFG_STATS_PRINT ? "live+line"

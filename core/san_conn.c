@@ -386,7 +386,7 @@ static bool direct_allowed(struct san_sock *s, size_t total)
 {
 	/* No capability to check: an offer is the peer's consent, and CMA's permission is
 	 * learnt from the first write (a refusal turns direct off on both sides). */
-	if (s->direct_off || !s->hello_rx || total <= san_cfg.inline_max)
+	if (!san_cfg.direct || s->direct_off || !s->hello_rx || total <= san_cfg.inline_max)
 		return false;
 	switch (san_cfg.bulk) {
 	case SAN_CFG_BULK_GRANT:
@@ -506,7 +506,8 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
  */
 void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovcnt)
 {
-	if (s->direct_out || s->direct_off || iovcnt != 1 || iov[0].iov_len < SAN_CONN_DIRECT_MIN ||
+	if (!san_cfg.direct || s->direct_out || s->direct_off || iovcnt != 1 ||
+	    iov[0].iov_len < SAN_CONN_DIRECT_MIN ||
 	    !s->hello_rx || !(s->peer_caps & SAN_CAP_RDMA_WRITE) || !s->rxr.sh || s->err ||
 	    s->peer_fin || s->rd_shut ||
 	    (san_cfg.bulk != SAN_CFG_BULK_AUTO && san_cfg.bulk != SAN_CFG_BULK_GRANT))
@@ -530,26 +531,58 @@ void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovc
  */
 bool san_conn_direct_settle(struct san_sock *s)
 {
+	struct san_shm_frame f;
+
 	if (!s->direct_out)
 		return true;
-	if (s->err) {
-		s->direct_out = false;
-		return true;
-	}
 	if (!s->direct_claimed && san_shm_ring_direct_revoke(&s->rxr)) {
 		s->direct_out = false;
 		return true;
 	}
 	s->direct_claimed = true;
+	/*
+	 * Claimed: the writer holds its lock from the claim to its WRITE_DONE, which is the next
+	 * frame. Once a frame is there, or the writer's process is gone (anchor EOF), nothing
+	 * more will land. A reset of ours ends nothing by itself: the peer may be mid-write.
+	 */
+	if (s->anchor_dead || (s->err && san_shm_ring_cons_peek(&s->rxr, &f) != -EAGAIN)) {
+		s->direct_out = s->direct_claimed = false;
+		pthread_cond_broadcast(&s->cond);
+		return true;
+	}
 	return false;
+}
+
+/*
+ * No more offers on this connection (close, exec, shutdown of the read side, a reset on the
+ * way out): take ours back, and if the peer claimed it wait until its write is over, at most
+ * 2 s (process_vm_writev finishes before a stopped writer stops; only one stopped between its
+ * claim and its write could outlast that). Lock held; dropped while waiting.
+ */
+void san_conn_direct_drop(struct san_sock *s)
+{
+	s->direct_off = true;
+	for (int i = 0; i < 2000 && !san_conn_direct_settle(s); i++) {
+		struct pollfd p = { san_sock_x_own(s), POLLIN, 0 };
+
+		pthread_mutex_unlock(&s->lock);
+		(void)san_sys_poll(&p, 1, 1);
+		pthread_mutex_lock(&s->lock);
+		if (!s->direct_claimed)
+			break; /* its owner consumed the answer meanwhile */
+	}
+	if (s->direct_out)
+		san_warn("fd %d: the peer claimed a receive buffer and did not answer in 2 s", s->fd);
+	s->direct_out = s->direct_claimed = false;
 }
 
 /*
  * A WRITE_DONE outside a transfer answers our direct offer: its len bytes are already at the
  * start of the buffer we offered, which must be the caller's iov[0] with nothing delivered
  * before it (a claim is current only on an empty ring). Returns those bytes (the frame
- * consumed), -EAGAIN if the caller is another receive (not consumed), -EPROTO if the frame
- * does not match the offer.
+ * consumed), -EBUSY if the caller is another receive (not consumed: san_conn_recv returns
+ * -EBUSY, and that receive waits on s->cond or says EAGAIN), -EPROTO if the frame does not
+ * match the offer.
  */
 static ssize_t direct_done(struct san_sock *s, const struct san_msg *m, const struct iovec *iov,
 			   size_t got)
@@ -559,7 +592,7 @@ static ssize_t direct_done(struct san_sock *s, const struct san_msg *m, const st
 	if (!s->direct_out || !s->direct_claimed)
 		return -EPROTO;
 	if (iov[0].iov_base != s->direct_buf)
-		return -EAGAIN;
+		return -EBUSY;
 	if (got || wd->xfer_id != s->direct_id || wd->offset || wd->len > s->direct_len ||
 	    (wd->status != SAN_XS_OK && wd->status != SAN_XS_FAILED) ||
 	    (wd->status == SAN_XS_OK && !wd->len))
@@ -568,6 +601,7 @@ static ssize_t direct_done(struct san_sock *s, const struct san_msg *m, const st
 		s->direct_off = true; /* the peer could not write: stop offering */
 	s->direct_out = s->direct_claimed = false;
 	san_shm_ring_direct_done(&s->rxr);
+	pthread_cond_broadcast(&s->cond); /* receives that waited for this answer (-EBUSY) */
 	if (consume(s) < 0)
 		return -EPROTO;
 	return (ssize_t)wd->len;
@@ -743,8 +777,12 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 				/* not a transfer's second frame: the answer to our direct offer */
 				ssize_t n = direct_done(s, &m, iov, got);
 
-				if (n == -EAGAIN)
-					goto out; /* another receive's offer: leave it for that one */
+				if (n == -EBUSY) {
+					/* another receive's offer: leave it for that one */
+					if (!got)
+						return -EBUSY;
+					goto out;
+				}
 				if (n < 0) {
 					ring_broken(s, "WRITE_DONE", -SAN_PROTO_ERANGE);
 					continue;
@@ -942,9 +980,12 @@ void san_conn_close(struct san_sock *s)
 	bool reset;
 	int tries;
 
+	if (s->direct_out)
+		san_conn_direct_drop(s);
 	(void)SAN_SYS(SYS_getsockopt, (long)s->tcp, (long)SOL_SOCKET, (long)SO_LINGER, &lg, &len);
+	/* unread data: one byte of peek says so (FIONREAD's count would walk the whole ring) */
 	reset = (lg.l_onoff && lg.l_linger == 0) || (s->rx == SK_RX_SAN && s->rxr.sh &&
-						     san_conn_rx_bytes(s) > 0);
+						     peek(s, NULL, 0, 1) > 0);
 	if (reset) {
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_APP_RESET);
 		return;

@@ -302,7 +302,7 @@ void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason)
 	s->err = err;
 	if (s->swapped && s->txr.sh)
 		(void)san_conn_post_ctrl(s, SAN_T_ABORT, (uint16_t)reason);
-	if (s->tcp >= 0) {
+	if (s->tcp >= 0 && s->swapped) {
 		/*
 		 * RST on the anchor now (connect to AF_UNSPEC disconnects with a reset): the
 		 * peer's engine hears of it at once, even while its application only polls.
@@ -310,6 +310,16 @@ void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason)
 		struct sockaddr sa = { .sa_family = AF_UNSPEC };
 
 		(void)SAN_SYS(SYS_connect, (long)s->tcp, &sa, (long)sizeof(sa));
+	} else if (s->tcp >= 0) {
+		/*
+		 * Still the application's own fd: keep it a connected socket (its reads report
+		 * the reset through s->err); FIN now, RST when it is closed.
+		 */
+		struct linger lg = { 1, 0 };
+
+		(void)SAN_SYS(SYS_setsockopt, (long)s->tcp, (long)SOL_SOCKET, (long)SO_LINGER, &lg,
+			      (long)sizeof(lg));
+		(void)san_sys_shutdown(s->tcp, SHUT_RDWR);
 	}
 	pthread_cond_broadcast(&s->cond);
 	san_sock_ring_self(s);
@@ -334,17 +344,22 @@ void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason)
  */
 void san_sock_fin_sent(struct san_sock *s)
 {
+	int x = san_sock_x_own(s);
+
 	if (s->ypeer >= 0)
 		(void)san_sys_shutdown(s->ypeer, SHUT_WR);
-	if (s->xfd >= 0)
-		(void)san_sys_shutdown(s->xfd, SHUT_WR);
+	if (x >= 0) {
+		/* X cannot send once shut: leave now the message a later reset needs in Y */
+		(void)san_sys_send(x, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		(void)san_sys_shutdown(x, SHUT_WR);
+	}
 }
 
 void san_sock_release_y(struct san_sock *s)
 {
 	if (s->ylocal >= 0) {
-		if (s->xfd >= 0)
-			(void)san_sys_send(s->xfd, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (san_sock_x_own(s) >= 0)
+			(void)san_sys_send(san_sock_x_own(s), "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 		san_sys_close(s->ylocal);
 		s->ylocal = -1;
 	}
@@ -689,6 +704,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			waitev = POLLOUT;
 		} else {
 			r = san_conn_send(s, v, cnt, total - done);
+			if (r == -ECONNRESET && s->err)
+				s->err_told = true; /* this call reports it */
 			waitfd = s->xfd;
 			waitev = POLLOUT;
 			/*
@@ -810,6 +827,11 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			size_t max = total - done;
 			struct msghdr mh = *m;
 
+			if (s->err) {
+				/* committed, then reset before the swap: as TCP after an RST */
+				r = san_sock_take_err(s, 0);
+				break;
+			}
 			if (s->rx == SK_RX_DRAIN && s->tcp_rx == s->x_peer) {
 				r = sock_read_mark(s);
 				if (r == 0)
@@ -848,15 +870,24 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		}
 		case SK_RX_SAN:
 		san:
-			if (s->rd_shut) {
+			/* An offer made before the wait: taken back, or claimed (its answer is next). */
+			claimed = !san_conn_direct_settle(s);
+			if (s->rd_shut && !claimed) {
 				r = 0; /* read side shut down: end of file, as TCP */
 				break;
 			}
 			cnt = iov_slice(m->msg_iov, (int)m->msg_iovlen, done, total - done, v,
 					cnt > 64 ? cnt : 64);
-			/* An offer made before the wait: taken back, or claimed (its answer is next). */
-			claimed = !san_conn_direct_settle(s);
 			r = san_conn_recv(s, v, cnt, flags);
+			if (r == -EBUSY) {
+				/* the next frame answers another receive's offer: let it take it */
+				pause_wait = true;
+				r = -EAGAIN;
+				break;
+			}
+			if (r <= 0 && r != -EAGAIN && s->direct_out)
+				/* leaving with an error or EOF: no write may land after we return */
+				san_conn_direct_drop(s);
 			/*
 			 * X must read as ready only while the ring holds something (TCP's rule:
 			 * readable means a read will not block): emptied, take the doorbells off.
@@ -906,7 +937,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 				ts.tv_nsec -= 1000000000;
 			}
 			pthread_mutex_lock(&s->lock);
-			if (s->rx == SK_RX_PAUSED)
+			if (s->rx == SK_RX_PAUSED || (s->direct_claimed && s->rx == SK_RX_SAN))
 				pthread_cond_timedwait(&s->cond, &s->lock, &ts);
 			pthread_mutex_unlock(&s->lock);
 			continue;
@@ -990,6 +1021,9 @@ int san_sock_shutdown(int fd, int how)
 			/* X reads as TCP does after SHUT_RD: POLLIN | POLLRDHUP from now on. */
 			if (s->xfd >= 0)
 				(void)san_sys_shutdown(s->xfd, SHUT_RD);
+			/* No more offers; one claimed stays its receive's to wait for. */
+			s->direct_off = true;
+			(void)san_conn_direct_settle(s);
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -1207,29 +1241,23 @@ void san_sock_atfork_parent(void)
  */
 /*
  * exec() while another thread sleeps in a receive whose buffer is offered to the peer (direct
- * grant): the new program must never get the peer's write. Take the offer back; if the peer
- * has claimed it, wait for its WRITE_DONE to be in the ring (the write is over by then), at
- * most 2 s, and only while the peer lives: process_vm_writev finishes before a stopped peer
- * stops, so only a peer stopped between its claim and its write could outlast that.
+ * grant): the new program must never get the peer's write, so no offer survives (and none is
+ * made again: direct_off). A vfork child shares our memory, which outlives its exec: nothing
+ * to do there, and it must not take our locks.
  */
 static void direct_settle_for_exec(int fd)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s;
 
+	if (!san_fdtable_owned())
+		return;
+	s = san_sock_get(fd);
 	if (!s)
 		return;
-	for (int i = 0; i < 2000; i++) {
-		struct san_shm_frame f;
-		bool over;
-
-		pthread_mutex_lock(&s->lock);
-		over = san_conn_direct_settle(s) || s->anchor_dead || !s->rxr.sh ||
-		       san_shm_ring_cons_peek(&s->rxr, &f) != -EAGAIN;
-		pthread_mutex_unlock(&s->lock);
-		if (over)
-			break;
-		san_sys_poll(NULL, 0, 1);
-	}
+	pthread_mutex_lock(&s->lock);
+	if (s->rxr.sh)
+		san_conn_direct_drop(s);
+	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
 }
 

@@ -119,6 +119,18 @@ struct san_sock {
 	bool ep_overflow; /* more registrations than we can re-create: do not switch */
 };
 
+/*
+ * Our own number for X. After the swap the application's number names X only until the
+ * application closes it (then it may name anything: a new socket of the application, or our
+ * own temporary dup of another connection), so code that may run after that close (a pending
+ * DISCONNECT sent by the engine, a reset) uses the number X had before the swap, which stays
+ * ours until the sock is freed.
+ */
+static inline int san_sock_x_own(const struct san_sock *s)
+{
+	return s->xold >= 0 ? s->xold : s->xfd;
+}
+
 /* Returned by the san_sock_* data calls: not managed (any more), make the real call. */
 #define SAN_PASS (-100000)
 
@@ -196,6 +208,7 @@ size_t san_conn_rx_bytes(struct san_sock *s);
 int san_conn_rx_arm(struct san_sock *s);
 void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovcnt);
 bool san_conn_direct_settle(struct san_sock *s);
+void san_conn_direct_drop(struct san_sock *s);
 int san_conn_tx_arm(struct san_sock *s, uint32_t need);
 void san_conn_tx_disarm(struct san_sock *s);
 void san_conn_close(struct san_sock *s);

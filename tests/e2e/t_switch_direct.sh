@@ -1,8 +1,10 @@
 #!/bin/bash
 # t_switch_direct — the direct grant (docs/protocol.md, "Direct grant on shm"): a blocking receive
 # that sleeps offers its buffer, and a large send writes straight into it with process_vm_writev.
+# Direct grants are experimental and off unless SANSWITCH_DIRECT=1 (docs/protocol.md says why).
 # switch_direct.py (both ends in one process; every byte checked by sha256) runs under:
-#   auto (the default) and grant: direct_tx_bytes within the [MIN, MAX] the program computed
+#   the defaults: no direct writes (direct_tx_bytes=0);
+#   SANSWITCH_DIRECT=1 with auto and grant: direct_tx_bytes within the [MIN, MAX] the program computed
 #     from the sends it made to a sleeping receiver (it waits for that sleep, no timing);
 #   read and inline: no direct writes (direct_tx_bytes=0), the same bytes by READ or copy;
 #   auto with SANSWITCH_FAULT=cma_fail (CMA refused, as under Yama): the first claim fails,
@@ -41,8 +43,9 @@ run() { # NAME EXPECT(on|off) [ENV=VALUE...]
 	log "$name: $(grep -c '^case .*: ok' "$TMP/$name.out") cases intact, direct_tx_bytes=$d ($expect)"
 }
 
-run auto on
-run grant on SANSWITCH_BULK=grant
-run read off SANSWITCH_BULK=read
-run inline off SANSWITCH_BULK=inline
-run cma_fail off SANSWITCH_FAULT=cma_fail
+run default off
+run auto on SANSWITCH_DIRECT=1
+run grant on SANSWITCH_DIRECT=1 SANSWITCH_BULK=grant
+run read off SANSWITCH_DIRECT=1 SANSWITCH_BULK=read
+run inline off SANSWITCH_DIRECT=1 SANSWITCH_BULK=inline
+run cma_fail off SANSWITCH_DIRECT=1 SANSWITCH_FAULT=cma_fail

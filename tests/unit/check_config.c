@@ -91,7 +91,7 @@ END_TEST
 
 /* ---- one variable at a time -------------------------------------------------- */
 
-enum field { F_DISABLE, F_BULK, F_INLINE, F_SPIN, F_PROVIDER, F_STATS, F_FAULTS };
+enum field { F_DISABLE, F_BULK, F_INLINE, F_SPIN, F_PROVIDER, F_STATS, F_FAULTS, F_DIRECT };
 
 static const struct {
 	const char *var, *value;
@@ -129,6 +129,10 @@ static const struct {
 	{ "SANSWITCH_INLINE_MAX", "4KB", F_INLINE, 1, 4096 },
 	{ "SANSWITCH_INLINE_MAX", "0x100", F_INLINE, 1, 4096 },
 	{ "SANSWITCH_INLINE_MAX", "4 K", F_INLINE, 1, 4096 },
+	{ "SANSWITCH_DIRECT", "0", F_DIRECT, 0, 0 },
+	{ "SANSWITCH_DIRECT", "1", F_DIRECT, 0, 1 },
+	{ "SANSWITCH_DIRECT", "2", F_DIRECT, 1, 0 },
+	{ "SANSWITCH_DIRECT", "on", F_DIRECT, 1, 0 },
 	{ "SANSWITCH_SPIN_US", "0", F_SPIN, 0, 0 },
 	{ "SANSWITCH_SPIN_US", "250", F_SPIN, 0, 250 },
 	{ "SANSWITCH_SPIN_US", "1000000", F_SPIN, 0, 1000000 },
@@ -177,6 +181,8 @@ static uint32_t field_of(const struct san_config *c, enum field f)
 		return c->stats;
 	case F_FAULTS:
 		return c->faults;
+	case F_DIRECT:
+		return c->direct;
 	}
 	return ~0u;
 }
@@ -215,6 +221,9 @@ START_TEST(test_variable)
 		break;
 	case F_FAULTS:
 		d.faults = san_config_defaults.faults;
+		break;
+	case F_DIRECT:
+		d.direct = san_config_defaults.direct;
 		break;
 	}
 	ck_assert(cfg_eq(&d, &san_config_defaults));
