@@ -16,7 +16,7 @@ const struct san_config san_config_defaults = {
 	.provider = SAN_CFG_PROV_AUTO,
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
-	.direct = 0,
+	.direct = 1,
 };
 
 /* Statically the defaults: code that runs before init (or in the unit runner) sees them. */
@@ -28,7 +28,7 @@ struct san_config san_cfg = {
 	.provider = SAN_CFG_PROV_AUTO,
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
-	.direct = 0,
+	.direct = 1,
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -284,7 +284,7 @@ int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx)
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_DIRECT")) &&
 	    (err = san_config_parse_uint(s, 1, &cfg->direct))) {
-		san_config_reject(err, "SANSWITCH_DIRECT", s, "0|1", "0");
+		san_config_reject(err, "SANSWITCH_DIRECT", s, "0|1", "1");
 		bad++;
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_PROVIDER")) &&

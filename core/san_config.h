@@ -67,7 +67,7 @@ struct san_config {
 	enum san_cfg_provider provider; /* SANSWITCH_PROVIDER */
 	enum san_cfg_stats stats;	/* SANSWITCH_STATS */
 	uint32_t faults;		/* SANSWITCH_FAULT: SAN_FAULT_BIT()s */
-	uint32_t direct;		/* SANSWITCH_DIRECT=1: direct grants (experimental) */
+	uint32_t direct;		/* SANSWITCH_DIRECT: direct grants (1, the default) or not */
 };
 
 extern struct san_config san_cfg;

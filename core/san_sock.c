@@ -747,6 +747,18 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		if (s->tx == SK_TX_SAN)
 			san_conn_tx_disarm(s);
 	}
+	if (done && r == -ENOBUFS && s->tx == SK_TX_SAN) {
+		/*
+		 * Part went (a direct write), the rest found no memory: the call returns short,
+		 * which an application waiting with EPOLLET takes for "full, wait for EPOLLOUT"
+		 * (TCP gives that edge when room comes). Room is there, memory may come: plug and
+		 * re-check, so that X gives the edge now (or when the ring has room, if it is full).
+		 */
+		pthread_mutex_lock(&s->lock);
+		if (s->txr.sh && !s->err)
+			(void)san_conn_tx_arm(s, 0);
+		pthread_mutex_unlock(&s->lock);
+	}
 	san_sock_put(s);
 	if (done)
 		return (ssize_t)done;
