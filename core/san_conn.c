@@ -471,12 +471,9 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
 	if (total > san_cfg.inline_max) {
 		int mode = bulk_mode(s, total);
 
-		if (mode == -ENOBUFS) {
+		if (mode == -ENOBUFS)
 			/* Nothing was sent: the connection stays usable, the application may retry. */
-			if (san_stats_enabled())
-				san_stats_add(SAN_STAT_ENOBUFS, 1);
 			return -ENOBUFS;
-		}
 		if (mode == SAN_XFER_READ || mode == SAN_XFER_GRANT) {
 			size_t sent = 0;
 			ssize_t r = 0;

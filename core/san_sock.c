@@ -762,6 +762,9 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 	san_sock_put(s);
 	if (done)
 		return (ssize_t)done;
+	/* counted where the application sees it (after a direct write it sees a short send) */
+	if (r == -ENOBUFS && san_stats_enabled())
+		san_stats_add(SAN_STAT_ENOBUFS, 1);
 	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 		raise(SIGPIPE);
 	return r;
