@@ -381,21 +381,20 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 	return (ssize_t)len;
 }
 
+/* Direct grants on this connection, by policy (SANSWITCH_DIRECT, SANSWITCH_BULK) and so far. */
+static bool direct_on(const struct san_sock *s)
+{
+	return san_cfg.direct && !s->direct_off && s->hello_rx &&
+	       (san_cfg.bulk == SAN_CFG_BULK_AUTO || san_cfg.bulk == SAN_CFG_BULK_GRANT);
+}
+
 /* May this send of total bytes go into the peer's offered buffer, if there is one? */
 static bool direct_allowed(struct san_sock *s, size_t total)
 {
 	/* No capability to check: an offer is the peer's consent, and CMA's permission is
 	 * learnt from the first write (a refusal turns direct off on both sides). */
-	if (!san_cfg.direct || s->direct_off || !s->hello_rx || total <= san_cfg.inline_max)
-		return false;
-	switch (san_cfg.bulk) {
-	case SAN_CFG_BULK_GRANT:
-		return true;
-	case SAN_CFG_BULK_AUTO:
-		return total >= SAN_CONN_DIRECT_MIN;
-	default:
-		return false;
-	}
+	return direct_on(s) && total > san_cfg.inline_max &&
+	       (san_cfg.bulk == SAN_CFG_BULK_GRANT || total >= SAN_CONN_DIRECT_MIN);
 }
 
 /*
@@ -503,11 +502,8 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
  */
 void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovcnt)
 {
-	if (!san_cfg.direct || s->direct_out || s->direct_off || iovcnt != 1 ||
-	    iov[0].iov_len < SAN_CONN_DIRECT_MIN ||
-	    !s->hello_rx || !(s->peer_caps & SAN_CAP_RDMA_WRITE) || !s->rxr.sh || s->err ||
-	    s->peer_fin || s->rd_shut ||
-	    (san_cfg.bulk != SAN_CFG_BULK_AUTO && san_cfg.bulk != SAN_CFG_BULK_GRANT))
+	if (!direct_on(s) || s->direct_out || iovcnt != 1 || iov[0].iov_len < SAN_CONN_DIRECT_MIN ||
+	    !(s->peer_caps & SAN_CAP_RDMA_WRITE) || !s->rxr.sh || s->err || s->peer_fin || s->rd_shut)
 		return;
 	if (!++s->direct_id)
 		s->direct_id = 1;
@@ -564,9 +560,7 @@ void san_conn_direct_drop(struct san_sock *s)
 
 		pthread_mutex_unlock(&s->lock);
 		(void)san_sys_poll(&p, 1, 1);
-		pthread_mutex_lock(&s->lock);
-		if (!s->direct_claimed)
-			break; /* its owner consumed the answer meanwhile */
+		pthread_mutex_lock(&s->lock); /* its owner may have consumed the answer meanwhile */
 	}
 	if (s->direct_out)
 		san_warn("fd %d: the peer claimed a receive buffer and did not answer in 2 s", s->fd);
@@ -604,6 +598,31 @@ static ssize_t direct_done(struct san_sock *s, const struct san_msg *m, const st
 	return (ssize_t)wd->len;
 }
 
+/* A FIRST DATA names a transfer mode we offered (READ: we map the peer's area; GRANT: ours). */
+static bool first_mode_offered(const struct san_sock *s, const struct san_msg *m)
+{
+	return !m->u.data.first || (m->u.data.mode == SAN_XMODE_READ && s->bulk_rx) ||
+	       (m->u.data.mode == SAN_XMODE_GRANT && s->grant_sent);
+}
+
+/*
+ * A transfer's second frame (SRC_AVAIL or WRITE_DONE) matches what its FIRST DATA announced
+ * (id, the rest's length, the mode) and lies inside the peer's area. Decoded from memory the
+ * peer can write, so checked at every look. *addr, *len: where the rest is.
+ */
+static bool xfer_rest_ok(const struct san_sock *s, const struct san_msg *m, uint32_t id,
+			 uint64_t rest, uint8_t mode, uint64_t *addr, uint64_t *len)
+{
+	bool rd = m->type == SAN_T_SRC_AVAIL;
+
+	*addr = rd ? m->u.src_avail.addr : m->u.write_done.offset;
+	*len = rd ? m->u.src_avail.len : m->u.write_done.len;
+	return (rd ? m->u.src_avail.xfer_id : m->u.write_done.xfer_id) == id && *len == rest &&
+	       mode == (rd ? SAN_XMODE_READ : SAN_XMODE_GRANT) &&
+	       (rd ? m->u.src_avail.key == 0 : m->u.write_done.status == SAN_XS_OK) &&
+	       *addr <= s->bulk_size && *len <= s->bulk_size - *addr;
+}
+
 /*
  * MSG_PEEK across frames: copy into iov what the ring holds for the application, from the
  * read cursor on, without consuming anything (TCP's peek sees every queued byte, so a program
@@ -623,9 +642,11 @@ static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size
 	struct san_msg m;
 	size_t got = 0;
 	uint64_t rx_off = s->rx_off, xfer_off = s->xfer_rx_off, rest = s->xfer_rx_rest;
+	uint32_t id = s->xfer_rx_id;
 	bool open = s->xfer_rx_open;
 	uint8_t mode = s->xfer_rx_mode;
 	bool hello = s->hello_rx; /* no DATA before HELLO (the reader checks HELLO itself) */
+
 	for (int i = 0; i < SAN_CONN_PEEK_WALK && got < space &&
 			san_shm_ring_cons_peek(&c, &f) == 0; i++) {
 		const uint8_t *src = NULL;
@@ -638,11 +659,7 @@ static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size
 		if (m.type == SAN_T_HELLO)
 			hello = true;
 		if (m.type == SAN_T_DATA) {
-			if (!hello)
-				break;
-			if (m.u.data.first &&
-			    !(m.u.data.mode == SAN_XMODE_READ && s->bulk_rx) &&
-			    !(m.u.data.mode == SAN_XMODE_GRANT && s->grant_sent))
+			if (!hello || !first_mode_offered(s, &m))
 				break;
 			src = (const uint8_t *)f.msg + m.wire_len - m.u.data.payload_len;
 			len = m.u.data.payload_len;
@@ -650,16 +667,14 @@ static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size
 			if (m.u.data.first) {
 				open = true;
 				mode = m.u.data.mode;
+				id = m.u.data.xfer_id;
 				rest = m.u.data.total_len - m.u.data.payload_len;
 				xfer_off = 0;
 			}
 		} else if (m.type == SAN_T_SRC_AVAIL || m.type == SAN_T_WRITE_DONE) {
-			bool rd = m.type == SAN_T_SRC_AVAIL;
-			uint64_t addr = rd ? m.u.src_avail.addr : m.u.write_done.offset;
+			uint64_t addr;
 
-			len = rd ? m.u.src_avail.len : m.u.write_done.len;
-			if (!open || len != rest || mode != (rd ? SAN_XMODE_READ : SAN_XMODE_GRANT) ||
-			    addr > s->bulk_size || len > s->bulk_size - addr)
+			if (!open || !xfer_rest_ok(s, &m, id, rest, mode, &addr, &len))
 				break;
 			src = s->bulk_rx + addr;
 			off = xfer_off;
@@ -739,9 +754,7 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			}
 			n = m.u.data.payload_len - s->rx_off;
 
-			if (!s->hello_rx ||
-			    (m.u.data.first && !(m.u.data.mode == SAN_XMODE_READ && s->bulk_rx) &&
-			     !(m.u.data.mode == SAN_XMODE_GRANT && s->grant_sent))) {
+			if (!s->hello_rx || !first_mode_offered(s, &m)) {
 				/* before HELLO, or a transfer mode we never offered */
 				ring_broken(s, "DATA", -SAN_PROTO_ERANGE);
 				continue;
@@ -789,20 +802,11 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			}
 			/* fall through */
 		case SAN_T_SRC_AVAIL: {
-			bool rd = m.type == SAN_T_SRC_AVAIL;
-			uint64_t addr = rd ? m.u.src_avail.addr : m.u.write_done.offset;
-			uint64_t len = rd ? m.u.src_avail.len : m.u.write_done.len;
-			uint32_t id = rd ? m.u.src_avail.xfer_id : m.u.write_done.xfer_id;
+			uint64_t addr, len;
 			size_t n;
 
-			/*
-			 * Decoded again from memory the peer can write at every call: checked
-			 * against what its FIRST DATA said, and against the area's bounds.
-			 */
-			if (!s->xfer_rx_open || id != s->xfer_rx_id || len != s->xfer_rx_rest ||
-			    s->xfer_rx_mode != (rd ? SAN_XMODE_READ : SAN_XMODE_GRANT) ||
-			    (rd ? m.u.src_avail.key != 0 : m.u.write_done.status != SAN_XS_OK) ||
-			    addr > s->bulk_size || len > s->bulk_size - addr) {
+			if (!s->xfer_rx_open || !xfer_rest_ok(s, &m, s->xfer_rx_id, s->xfer_rx_rest,
+							      s->xfer_rx_mode, &addr, &len)) {
 				ring_broken(s, san_type_name(m.type), -SAN_PROTO_ERANGE);
 				continue;
 			}
@@ -915,11 +919,6 @@ int san_conn_rx_arm(struct san_sock *s)
 			if (san_sys_poll(&p, 1, 0) > 0 && (p.revents & POLLRDHUP))
 				break;
 		}
-	}
-	if (s->err || s->peer_fin || s->anchor_dead) {
-		/* The doorbells just taken may have said so (the anchor watcher rings): X stays ready. */
-		san_sock_ring_self(s);
-		return 1;
 	}
 	r = san_shm_ring_cons_arm(&s->rxr);
 	if (r == 1) {

@@ -357,9 +357,11 @@ void san_sock_fin_sent(struct san_sock *s)
 
 void san_sock_release_y(struct san_sock *s)
 {
+	int x = san_sock_x_own(s);
+
 	if (s->ylocal >= 0) {
-		if (san_sock_x_own(s) >= 0)
-			(void)san_sys_send(san_sock_x_own(s), "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (x >= 0)
+			(void)san_sys_send(x, "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 		san_sys_close(s->ylocal);
 		s->ylocal = -1;
 	}
