@@ -49,6 +49,25 @@ def recv_exact(s, n):
     return bytes(buf)
 
 
+def switched_pair():
+    """A connected TCP pair on 127.0.0.1 (a: connected, b: accepted) and its listener, with one
+    byte each way read by the other end: with both ends preloaded that switches the pair (A
+    proposes in its first data call, each side swaps when it reads the other's MARK)."""
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(8)
+    a = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    a.connect(lst.getsockname())
+    b, _ = lst.accept()
+    a.sendall(b"w")
+    if recv_exact(b, 1) != b"w":
+        raise RuntimeError("warm-up byte a->b lost")
+    b.sendall(b"v")
+    if recv_exact(a, 1) != b"v":
+        raise RuntimeError("warm-up byte b->a lost")
+    return a, b, lst
+
+
 def echo_dgram(srv, stop):
     """Echo every datagram back to its sender, alternating recvfrom/recvmsg and sendto/sendmsg."""
     i = 0

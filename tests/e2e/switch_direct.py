@@ -24,6 +24,8 @@ import sys
 import threading
 import time
 
+from sockx import switched_pair
+
 SLEEPING = {"7", "271"}  # poll, ppoll (x86_64)
 rnd = random.Random(20261124)
 direct_expected = 0
@@ -31,17 +33,8 @@ failed = []
 
 
 def mkpair():
-    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lst.bind(("127.0.0.1", 0))
-    lst.listen(1)
-    a = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    a.connect(lst.getsockname())
-    b, _ = lst.accept()
+    a, b, lst = switched_pair()
     lst.close()
-    a.sendall(b"w")
-    assert b.recv(1) == b"w"
-    b.sendall(b"v")
-    assert a.recv(1) == b"v"
     return a, b
 
 

@@ -28,7 +28,7 @@ import threading
 import time
 import traceback
 
-from sockx import unix_inodes
+from sockx import switched_pair, unix_inodes
 
 CHECK_TIMEOUT = 15  # seconds one check may take (SIGALRM interrupts it)
 HARD_TIMEOUT = CHECK_TIMEOUT + 10  # then the watchdog gives up on the process
@@ -114,19 +114,8 @@ def mkpair():
     """A fresh connected pair (a: connected, b: accepted, the listener), switched by one byte each
     way. The listener stays open to the end (the switch's side channel lives with it)."""
     global pairs
-    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lst.bind(("127.0.0.1", 0))
-    lst.listen(8)
+    a, b, lst = switched_pair()
     listeners.append(lst)
-    a = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    a.connect(lst.getsockname())
-    b, _ = lst.accept()
-    a.sendall(b"w")  # A proposes in its first data call
-    if recv_exact(b, 1) != b"w":  # B swaps when it reads A's MARK
-        raise RuntimeError("warm-up byte a->b lost")
-    b.sendall(b"v")
-    if recv_exact(a, 1) != b"v":  # A swaps when it reads B's MARK
-        raise RuntimeError("warm-up byte b->a lost")
     pairs += 1
     note("pair %d: a fd %d is %s, b fd %d is %s"
          % (pairs, a.fileno(), fd_kind(a.fileno()), b.fileno(), fd_kind(b.fileno())))
