@@ -228,7 +228,8 @@ int san_fd_copy(int from, int to)
 		return SAN_FD_UNTRACKED;
 	}
 	state = san_fd_state(src);
-	san_fd_track(to, state, san_fd_flags(src));
+	/* TXMUTE names one number of a connection (the one its sock translates), not a dup */
+	san_fd_track(to, state, san_fd_flags(src) & ~SAN_FDF_TXMUTE);
 	return (int)state;
 }
 

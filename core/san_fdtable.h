@@ -39,6 +39,7 @@ enum san_fd_state {
 #define SAN_FDF_DUP 0x4u      /* took part in a dup: other fds may share its connection */
 #define SAN_FDF_OPENED 0x8u   /* SAN_FD_CONN: we connect()ed (the active side) */
 #define SAN_FDF_COUNTED 0x10u /* SAN_FD_CONN: its fallback reason is already counted */
+#define SAN_FDF_TXMUTE 0x20u  /* its POLLOUT comes from the notification socket (san_sock_tx_mute) */
 
 /*
  * One slot per fd number, zero when untracked (a fresh mmap page is already

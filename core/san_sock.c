@@ -383,6 +383,77 @@ void san_sock_epoll_rearm(struct san_sock *s)
 		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &s->ep[i].ev);
 }
 
+/*
+ * A pure sender's busy loop, and how it is avoided. A connection on the SAN whose application
+ * has not read since the switch still has the TCP socket under its number (the swap happens
+ * only in a receive, docs/engine.md §9). The TCP socket stays writable whatever the ring
+ * holds, so once a nonblocking send found the ring full, a level-triggered wait for POLLOUT
+ * on that number would return at once, again and again, until the peer frees room. Until
+ * then (the engine watches X: san_up_watch_tx, fin_writable) the number's epoll
+ * registrations leave EPOLLOUT out and our poll/select ask X for POLLOUT instead
+ * (san_sock_tx_wait_fd). EPOLLONESHOT registrations are left alone here (a MOD would re-enable
+ * one the application has not re-armed yet); the application's re-arm, through
+ * san_sock_epoll_ctl, leaves EPOLLOUT out. Lock held.
+ */
+static int n_tx_mute; /* socks with tx_mute set: poll/select skip their scan at 0 */
+
+void san_sock_tx_mute(struct san_sock *s)
+{
+	if (s->tx_mute || s->swapped || s->closing || !s->fw)
+		return; /* !fw: nobody would ever unmute it */
+	s->tx_mute = true;
+	__atomic_fetch_add(&n_tx_mute, 1, __ATOMIC_RELAXED);
+	(void)san_fd_set_flags(s->fd, SAN_FDF_TXMUTE, 0);
+	for (int i = 0; i < s->nep; i++) {
+		struct epoll_event e = s->ep[i].ev;
+
+		if (!(e.events & EPOLLOUT) || (e.events & EPOLLONESHOT))
+			continue;
+		e.events &= ~(uint32_t)EPOLLOUT;
+		s->ep[i].muted = san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &e) == 0;
+	}
+}
+
+/* Room came (restore: give the registrations their EPOLLOUT back), or the number goes. */
+void san_sock_tx_unmute(struct san_sock *s, bool restore)
+{
+	if (!s->tx_mute)
+		return;
+	s->tx_mute = false;
+	__atomic_fetch_sub(&n_tx_mute, 1, __ATOMIC_RELAXED);
+	(void)san_fd_set_flags(s->fd, 0, SAN_FDF_TXMUTE);
+	for (int i = 0; i < s->nep; i++) {
+		if (s->ep[i].muted && restore)
+			(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &s->ep[i].ev);
+		s->ep[i].muted = false;
+	}
+}
+
+bool san_sock_any_tx_mute(void)
+{
+	return __atomic_load_n(&n_tx_mute, __ATOMIC_RELAXED) != 0;
+}
+
+/*
+ * The X a muted number's POLLOUT is asked of. X's number stays ours while the sock lives; if
+ * the sock goes between this and the caller's poll(), the worst a reused number can do is
+ * wake the caller once for nothing.
+ */
+int san_sock_tx_wait_fd(int fd)
+{
+	struct san_sock *s = san_sock_get(fd);
+	int x = -1;
+
+	if (!s)
+		return -1;
+	pthread_mutex_lock(&s->lock);
+	if (s->tx_mute && !s->swapped && s->fd == fd)
+		x = s->xfd;
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
+	return x;
+}
+
 /* A zero-length message on Y makes X readable; a peer that is gone costs nothing. */
 void san_sock_ring_peer(struct san_sock *s)
 {
@@ -411,6 +482,7 @@ int san_sock_swap(struct san_sock *s)
 		return anchor;
 	for (i = 0; i < s->nep; i++)
 		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	san_sock_tx_unmute(s, false); /* the ADDs below give X the registrations as asked */
 	fl = san_sys_fcntl(s->fd, F_GETFL, 0);
 	fdfl = san_sys_fcntl(s->fd, F_GETFD, 0);
 	/* X takes over the file flags the application set (it was made nonblocking for us). */
@@ -719,13 +791,16 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 				(void)san_conn_tx_arm(s, 0);
 			if (r == -EAGAIN && san_conn_tx_arm(s, 0) == 1)
 				need_wait = -1; /* space now: retry at once */
-			else if (r == -EAGAIN && nb && !s->swapped)
+			else if (r == -EAGAIN && nb && !s->swapped) {
 				/*
-				 * The application waits on the TCP fd, which stays writable and
-				 * gives epoll no new edge: the engine re-arms its registrations
-				 * once the peer frees room (san_up_watch_tx).
+				 * The application waits on the TCP fd, which stays writable: it
+				 * would get no new edge, and a level-triggered wait would spin.
+				 * Its waits take POLLOUT from X until the peer frees room; then the
+				 * engine re-arms its registrations (san_up_watch_tx).
 				 */
 				san_up_watch_tx(s);
+				san_sock_tx_mute(s);
+			}
 		}
 		pthread_mutex_unlock(&s->lock);
 		if (v != sl && v != m->msg_iov)
@@ -1120,12 +1195,21 @@ int san_sock_anchor(int fd)
 int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	struct san_sock *s = san_sock_get(fd);
+	struct epoll_event kev;
+	bool muted = false;
 	int r, i;
 
 	if (!s)
 		return SAN_PASS;
 	pthread_mutex_lock(&s->lock);
-	r = san_sys_epoll_ctl(epfd, op, fd, ev);
+	if (s->tx_mute && op != EPOLL_CTL_DEL && ev && (ev->events & EPOLLOUT) && fd == s->fd &&
+	    !s->swapped) {
+		/* the ring is full: no EPOLLOUT until room comes (san_sock_tx_mute) */
+		kev = *ev;
+		kev.events &= ~(uint32_t)EPOLLOUT;
+		muted = true;
+	}
+	r = san_sys_epoll_ctl(epfd, op, fd, muted ? &kev : ev);
 	if (r == 0 && op != EPOLL_CTL_DEL && ev && (ev->events & EPOLLET) && !s->want_edges) {
 		/*
 		 * TCP wakes an edge-triggered waiter at every arrival, even with data unread;
@@ -1149,6 +1233,7 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			if (i < s->nep) {
 				s->ep[i].epfd = epfd;
 				s->ep[i].ev = *ev;
+				s->ep[i].muted = muted;
 			} else {
 				s->ep_overflow = true;
 			}
@@ -1312,11 +1397,17 @@ void san_sock_atfork_child(void)
 	struct san_sock *s;
 
 	pthread_mutex_init(&reg_lock, NULL);
+	n_tx_mute = 0;
 	san_up_atfork_child();
 	for (s = reg_list; s; s = s->next) {
 		pthread_mutex_init(&s->lock, NULL);
 		pthread_cond_init(&s->cond, NULL);
 		s->ew = NULL; /* the engine thread did not survive */
+		if (s->tx_mute) {
+			/* the epoll sets are the parent's too: only our own bookkeeping */
+			s->tx_mute = false;
+			(void)san_fd_set_flags(s->fd, 0, SAN_FDF_TXMUTE);
+		}
 		if (s->committed || s->swapped) {
 			s->orphan = true;
 			s->err = -ECONNRESET;
@@ -1364,6 +1455,7 @@ bool san_sock_on_close(int fd)
 		san_sock_put(s);
 		return false;
 	}
+	san_sock_tx_unmute(s, false);
 	s->closing = true;
 	if (s->committed && !s->swapped && s->rx == SK_RX_DRAIN && s->tcp_rx == s->x_peer) {
 		/*

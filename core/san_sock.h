@@ -32,7 +32,8 @@ enum san_sock_tx { SK_TX_TCP, SK_TX_SAN };
 
 struct san_sock_epreg {
 	int epfd;
-	struct epoll_event ev;
+	struct epoll_event ev; /* as the application asked */
+	bool muted;	       /* the kernel has it without EPOLLOUT (san_sock_tx_mute) */
 };
 
 struct san_sock {
@@ -106,6 +107,8 @@ struct san_sock {
 	void *ew;	   /* engine watcher (engine thread only) */
 
 	bool want_edges;  /* an EPOLLET registration was made: a doorbell per arrival (rxr) */
+	bool tx_mute;	  /* not swapped, the ring full after a nonblocking send: the fd's
+			   * POLLOUT comes from X until room comes (san_sock_tx_mute) */
 	/* Direct grant (protocol.md "Direct grant on shm"): the application's buffer, written
 	 * by the peer with process_vm_writev while a blocking receive sleeps. */
 	bool direct_off;     /* a direct write failed (CMA refused): none on this connection */
@@ -169,6 +172,13 @@ int san_sock_so_error(int fd, int *err);
 int san_sock_take_err(struct san_sock *s, int eof_or_epipe);
 /* The TCP socket behind a switched fd, for socket options and names; -EBADF if none. */
 int san_sock_anchor(int fd);
+/*
+ * poll/select on fd: the number to ask for POLLOUT instead (X), or -1. Only a connection whose
+ * outbound ring is full while the application still holds the TCP number has one
+ * (san_sock_tx_mute); san_sock_any_tx_mute() is false when none has.
+ */
+int san_sock_tx_wait_fd(int fd);
+bool san_sock_any_tx_mute(void);
 /* Wait hint: spin on switched connections before a blocking wait (microseconds). */
 unsigned int san_sock_spin_us(void);
 
@@ -182,6 +192,8 @@ struct san_sock *san_sock_find_tuple(const struct san_tuple *t);
 void san_sock_ring_peer(struct san_sock *s);
 void san_sock_ring_self(struct san_sock *s);
 void san_sock_epoll_rearm(struct san_sock *s);
+void san_sock_tx_mute(struct san_sock *s);
+void san_sock_tx_unmute(struct san_sock *s, bool restore);
 void san_sock_send_fin(struct san_sock *s);
 void san_sock_fin_sent(struct san_sock *s);
 void san_sock_release_y(struct san_sock *s);

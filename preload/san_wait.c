@@ -1,12 +1,13 @@
 /* preload — wrappers: waiting for readiness (poll, select, epoll). */
 #include "preload/san_preload.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /*
  * A switched fd is a notification socket whose readiness the kernel reports itself: the
  * peer rings it when data comes, drains its plugs when ring space frees (docs/engine.md §5).
- * So waits need no translation. While switched connections exist, a wait that would sleep
+ * So waits need no translation, but for one case: a pure sender's full ring (pollx below). While switched connections exist, a wait that would sleep
  * first polls without sleeping for SANSWITCH_SPIN_US, because the peer is on this host and
  * usually answers within that time; with none, every wait is one load and one branch.
  */
@@ -31,44 +32,230 @@ static int ts_ms(const struct timespec *t)
 	return t->tv_sec || t->tv_nsec ? 1 : 0;
 }
 
+/*
+ * A pure sender's POLLOUT (san_sock_tx_mute). While its ring is full, a switched connection
+ * whose number is still the TCP socket must not be reported writable: the caller's array is
+ * copied, that entry asks the TCP socket for everything but POLLOUT, and one more entry asks
+ * X for POLLOUT. Back in the caller's array, X's POLLOUT shows as the entry's.
+ */
+struct pollx {
+	struct pollfd *f; /* the array the kernel sees: the caller's, then one per muted entry */
+	nfds_t n;
+	nfds_t *of;	  /* f[nfds + k] stands for the caller's entry of[k] */
+};
+
+#define POLLX_OUT (POLLOUT | POLLWRNORM)
+
+static bool pollx_begin(struct pollx *x, const struct pollfd *fds, nfds_t nfds)
+{
+	nfds_t i, k = 0, extra = 0;
+
+	for (i = 0; i < nfds; i++) {
+		struct san_fd *f = san_fd_slot(fds[i].fd);
+
+		extra += (fds[i].events & POLLX_OUT) && f && (san_fd_flags(f) & SAN_FDF_TXMUTE);
+	}
+	if (!extra || nfds > (nfds_t)-1 / 4)
+		return false;
+	x->f = malloc((nfds + extra) * sizeof(*x->f) + extra * sizeof(*x->of));
+	if (!x->f)
+		return false; /* no worse than before: the TCP socket's readiness */
+	x->of = (nfds_t *)(x->f + nfds + extra);
+	memcpy(x->f, fds, nfds * sizeof(*fds));
+	for (i = 0; i < nfds && k < extra; i++) {
+		struct san_fd *f = san_fd_slot(fds[i].fd);
+		int xfd;
+
+		if (!(fds[i].events & POLLX_OUT) || !f || !(san_fd_flags(f) & SAN_FDF_TXMUTE))
+			continue;
+		xfd = san_sock_tx_wait_fd(fds[i].fd);
+		if (xfd < 0)
+			continue; /* room came meanwhile */
+		x->f[i].events &= (short)~POLLX_OUT;
+		x->f[nfds + k] = (struct pollfd){ xfd, POLLOUT, 0 };
+		x->of[k++] = i;
+	}
+	x->n = nfds + k;
+	return true;
+}
+
+static int pollx_end(struct pollx *x, struct pollfd *fds, nfds_t nfds, int r)
+{
+	nfds_t i;
+
+	if (r > 0) {
+		r = 0;
+		for (i = 0; i < nfds; i++)
+			fds[i].revents = x->f[i].revents;
+		for (i = nfds; i < x->n; i++)
+			if (x->f[i].revents & POLLOUT)
+				fds[x->of[i - nfds]].revents |= fds[x->of[i - nfds]].events & POLLX_OUT;
+		for (i = 0; i < nfds; i++)
+			r += fds[i].revents != 0;
+	} else if (r == 0) {
+		for (i = 0; i < nfds; i++)
+			fds[i].revents = 0;
+	}
+	free(x->f);
+	return r;
+}
+
+/* One call of the poll family as the application made it. */
+struct pcall {
+	int ms;			   /* poll's timeout (ppoll's, rounded, for the spin) */
+	const struct timespec *ts; /* ppoll's */
+	const sigset_t *mask;
+	bool by_ts;   /* a ppoll-style call */
+	size_t chk;   /* __poll_chk's array size, 0 if not a _chk call */
+};
+
+static int pcall_real(const struct pcall *c, struct pollfd *f, nfds_t n, bool now, bool chk)
+{
+	static const struct timespec zero;
+
+	if (c->by_ts && chk)
+		return SAN_REAL(__ppoll_chk)(f, n, now ? &zero : c->ts, c->mask, c->chk);
+	if (c->by_ts)
+		return SAN_REAL(ppoll)(f, n, now ? &zero : c->ts, c->mask);
+	if (chk)
+		return SAN_REAL(__poll_chk)(f, n, now ? 0 : c->ms, c->chk);
+	return SAN_REAL(poll)(f, n, now ? 0 : c->ms);
+}
+
+/*
+ * While switched connections exist, spin first (SAN_SPIN's reasons), then sleep. A muted
+ * entry makes the kernel see our copy of the array (pollx); a _chk call's size check is done
+ * by the real _chk function on the caller's array only, so a short array is never copied.
+ */
+static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
+{
+	struct pollx x = { fds, nfds, NULL };
+	bool chk = c->chk != 0;
+	int r = 0;
+
+	if (unlikely(san_sock_any_tx_mute()) && (!chk || c->chk / sizeof(*fds) >= nfds) &&
+	    (!c->by_ts || SAN_REAL(ppoll)) && pollx_begin(&x, fds, nfds))
+		chk = false;
+	if (unlikely(san_any_switched())) {
+		uint64_t until = san_route_spin_until(c->ms);
+
+		while (r == 0 && san_route_spinning(until))
+			r = pcall_real(c, x.f, x.n, true, chk);
+	}
+	if (r == 0)
+		r = pcall_real(c, x.f, x.n, false, chk);
+	if (x.f != fds) {
+		int e = errno;
+
+		r = pollx_end(&x, fds, nfds, r);
+		errno = e;
+	}
+	return r;
+}
+
 SAN_EXPORT int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
-	SAN_SPIN(timeout, SAN_REAL(poll)(fds, nfds, 0));
-	return SAN_REAL(poll)(fds, nfds, timeout);
+	struct pcall c = { .ms = timeout };
+
+	return poll_common(&c, fds, nfds);
 }
 
 SAN_EXPORT int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 		     const sigset_t *sigmask)
 {
-	__typeof__(san_real.ppoll) fn = SAN_REAL(ppoll);
-	static const struct timespec zero;
+	struct pcall c = { .ms = ts_ms(timeout), .ts = timeout, .mask = sigmask, .by_ts = true };
 
-	if (unlikely(!fn))
+	if (unlikely(!SAN_REAL(ppoll)))
 		return san_enosys();
-	SAN_SPIN(ts_ms(timeout), fn(fds, nfds, &zero, sigmask));
-	return fn(fds, nfds, timeout, sigmask);
+	return poll_common(&c, fds, nfds);
 }
 
 SAN_EXPORT int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen)
 {
-	__typeof__(san_real.__poll_chk) fn = SAN_REAL(__poll_chk);
+	struct pcall c = { .ms = timeout, .chk = fdslen };
 
-	if (unlikely(!fn))
+	if (unlikely(!SAN_REAL(__poll_chk)))
 		return san_enosys();
-	SAN_SPIN(timeout, fn(fds, nfds, 0, fdslen));
-	return fn(fds, nfds, timeout, fdslen);
+	if (!fdslen) /* keep the real function's verdict on a zero-sized array */
+		return SAN_REAL(__poll_chk)(fds, nfds, timeout, fdslen);
+	return poll_common(&c, fds, nfds);
 }
 
 SAN_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 			   const sigset_t *sigmask, size_t fdslen)
 {
-	__typeof__(san_real.__ppoll_chk) fn = SAN_REAL(__ppoll_chk);
-	static const struct timespec zero;
+	struct pcall c = { .ms = ts_ms(timeout), .ts = timeout, .mask = sigmask, .by_ts = true,
+			   .chk = fdslen };
 
-	if (unlikely(!fn))
+	if (unlikely(!SAN_REAL(__ppoll_chk) || !SAN_REAL(ppoll)))
 		return san_enosys();
-	SAN_SPIN(ts_ms(timeout), fn(fds, nfds, &zero, sigmask, fdslen));
-	return fn(fds, nfds, timeout, sigmask, fdslen);
+	if (!fdslen)
+		return SAN_REAL(__ppoll_chk)(fds, nfds, timeout, sigmask, fdslen);
+	return poll_common(&c, fds, nfds);
+}
+
+/*
+ * select() with a muted number in its write set goes by poll_common (which takes that
+ * number's POLLOUT from X), with the kernel's own mapping of poll bits to select's sets.
+ * Returns -2 when it cannot (no memory): the caller selects as usual.
+ */
+#define SEL_IN (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR)
+#define SEL_OUT (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR)
+
+static bool select_muted(int nfds, const fd_set *w)
+{
+	if (likely(!san_sock_any_tx_mute()) || !w || nfds < 0 || nfds > FD_SETSIZE)
+		return false;
+	for (int fd = 0; fd < nfds; fd++) {
+		struct san_fd *f;
+
+		if (FD_ISSET(fd, w) && (f = san_fd_slot(fd)) && (san_fd_flags(f) & SAN_FDF_TXMUTE))
+			return true;
+	}
+	return false;
+}
+
+static int select_by_poll(int nfds, fd_set *r, fd_set *w, fd_set *e, const struct timespec *ts,
+			  const sigset_t *mask)
+{
+	struct pcall c = { .ms = ts_ms(ts), .ts = ts, .mask = mask, .by_ts = true };
+	struct pollfd *p = malloc((size_t)nfds * sizeof(*p));
+	int n = 0, i, rc;
+
+	if (!p || !SAN_REAL(ppoll)) {
+		free(p);
+		return -2;
+	}
+	for (int fd = 0; fd < nfds; fd++) {
+		short ev = (short)((r && FD_ISSET(fd, r) ? POLLIN : 0) |
+				   (w && FD_ISSET(fd, w) ? POLLOUT : 0) |
+				   (e && FD_ISSET(fd, e) ? POLLPRI : 0));
+
+		if (ev)
+			p[n++] = (struct pollfd){ fd, ev, 0 };
+	}
+	rc = poll_common(&c, p, (nfds_t)n);
+	for (i = 0; rc > 0 && i < n; i++)
+		if (p[i].revents & POLLNVAL) {
+			errno = EBADF;
+			rc = -1;
+		}
+	if (rc >= 0) {
+		rc = 0;
+		for (i = 0; i < n; i++) {
+			int fd = p[i].fd;
+
+			if (r && FD_ISSET(fd, r) && !(p[i].revents & SEL_IN))
+				FD_CLR(fd, r);
+			if (w && FD_ISSET(fd, w) && !(p[i].revents & SEL_OUT))
+				FD_CLR(fd, w);
+			if (e && FD_ISSET(fd, e) && !(p[i].revents & POLLPRI))
+				FD_CLR(fd, e);
+			rc += (r && FD_ISSET(fd, r)) + (w && FD_ISSET(fd, w)) + (e && FD_ISSET(fd, e));
+		}
+	}
+	free(p);
+	return rc;
 }
 
 /* select() overwrites its sets: each spin round starts from the caller's. */
@@ -107,6 +294,16 @@ static void sets_restore(const struct san_fdsets *s, int nfds, fd_set *r, fd_set
 SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds,
 		      fd_set *__restrict efds, struct timeval *__restrict timeout)
 {
+	if (unlikely(select_muted(nfds, wfds))) {
+		struct timespec ts;
+		int r;
+
+		if (timeout)
+			ts = (struct timespec){ timeout->tv_sec, timeout->tv_usec * 1000 };
+		r = select_by_poll(nfds, rfds, wfds, efds, timeout ? &ts : NULL, NULL);
+		if (r != -2)
+			return r;
+	}
 	if (unlikely(san_any_switched()) && nfds >= 0 && nfds <= FD_SETSIZE) {
 		int ms = !timeout ? -1 : timeout->tv_sec || timeout->tv_usec ? 1 : 0;
 		uint64_t until = san_route_spin_until(ms);
@@ -129,6 +326,12 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 		       fd_set *__restrict efds, const struct timespec *__restrict timeout,
 		       const sigset_t *__restrict sigmask)
 {
+	if (unlikely(select_muted(nfds, wfds))) {
+		int r = select_by_poll(nfds, rfds, wfds, efds, timeout, sigmask);
+
+		if (r != -2)
+			return r;
+	}
 	if (unlikely(san_any_switched()) && nfds >= 0 && nfds <= FD_SETSIZE) {
 		uint64_t until = san_route_spin_until(ts_ms(timeout));
 		struct san_fdsets saved;
