@@ -4,6 +4,7 @@
 
 #include "core/san_config.h"
 #include "core/san_log.h"
+#include "core/san_owner.h"
 #include "core/san_shm_cma.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
@@ -37,6 +38,15 @@
  */
 #define SAN_CONN_DIRECT_MIN (32u * 1024u)
 
+/*
+ * Direct read (docs/protocol.md "Direct read on shm"): a blocking send of at least
+ * SAN_CONN_SRC_MIN bytes in its first buffer, to a peer whose application waits for data,
+ * offers that buffer and waits up to SAN_CONN_SRC_WAIT_MS for the peer to take it; then the
+ * bytes go through the area instead.
+ */
+#define SAN_CONN_SRC_MIN (64u * 1024u)
+#define SAN_CONN_SRC_WAIT_MS 2
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
@@ -62,6 +72,16 @@ static void iov_copy(const struct iovec *iov, int cnt, size_t off, void *buf, si
 		n -= k;
 		off = 0;
 	}
+}
+
+/* Make our X unwritable until the peer drains its Y (docs/engine.md §5): a few 2 KiB plugs. */
+static void plug(struct san_sock *s)
+{
+	static const char plugs[2048];
+
+	for (int i = 0; i < 4; i++)
+		if (san_sys_send(s->xfd, plugs, sizeof(plugs), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+			break;
 }
 
 /* The peer waits for ring space: take out the plugs it put on its X (docs/engine.md §5). */
@@ -128,6 +148,9 @@ int san_conn_send_hello(struct san_sock *s)
 	 */
 	/* We can read the peer's area (READ), and write into ours when the peer grants it. */
 	m.u.hello.caps = (s->bulk_rx ? SAN_CAP_RDMA_READ : 0) | (s->bulk_tx ? SAN_CAP_RDMA_WRITE : 0);
+	/* We read a sender's own buffer only if we can tell that it came from the peer. */
+	if (san_cfg.direct && s->peer_pidfd >= 0)
+		m.u.hello.caps |= SAN_CAP_DIRECT_READ;
 	m.u.hello.pool = 65535;
 	m.u.hello.threshold = 32767;
 	m.u.hello.max_msg = s->rxr.max_msg;
@@ -448,10 +471,110 @@ static ssize_t send_direct(struct san_sock *s, const struct iovec *iov, int iovc
 	return (ssize_t)done;
 }
 
-ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total)
+/* ---- direct read, sending side ---------------------------------------------------------- */
+
+/*
+ * May this blocking send offer its buffer? Under auto and read, to a peer that reads offers
+ * and whose application waits for data right now (its consumer is armed: it found the ring
+ * empty), with a first buffer big enough to be worth the wait.
+ */
+static bool src_allowed(struct san_sock *s, const struct iovec *iov, size_t total)
+{
+	return san_cfg.direct && !s->src_off && s->hello_rx &&
+	       (s->peer_caps & SAN_CAP_DIRECT_READ) && total > san_cfg.inline_max &&
+	       (san_cfg.bulk == SAN_CFG_BULK_AUTO || san_cfg.bulk == SAN_CFG_BULK_READ) &&
+	       iov[0].iov_len >= SAN_CONN_SRC_MIN && san_shm_ring_cons_waiting(&s->txr);
+}
+
+/*
+ * Offer iov[0] in the ring's source slot, plugged first so that the peer's report (which
+ * drains our plugs) wakes us on X. -EINPROGRESS: offered, wait (san_conn_src_settle); 0: not
+ * offered (the slot is busy: go the usual way).
+ */
+static ssize_t send_src(struct san_sock *s, const struct iovec *iov)
+{
+	int r;
+
+	if (!++s->src_id)
+		s->src_id = 1;
+	plug(s);
+	r = san_shm_ring_src_offer(&s->txr, s->src_id, (uint64_t)(uintptr_t)iov[0].iov_base,
+				   iov[0].iov_len);
+	if (r < 0) {
+		unplug(s->ylocal);
+		return 0;
+	}
+	if (r == 1)
+		san_sock_ring_peer(s);
+	s->src_out = true;
+	s->src_len = iov[0].iov_len;
+	return -EINPROGRESS;
+}
+
+/*
+ * After a wait: what became of our offer. Returns the bytes the peer read (the send moved
+ * them), 0 if it took none (revoked: go through the area), -EINPROGRESS while it is out
+ * (give_up revokes it unless the peer already claimed it: a claimed buffer is being read,
+ * and the send may not return before the report), -ECONNRESET. Lock held.
+ */
+ssize_t san_conn_src_settle(struct san_sock *s, bool give_up)
+{
+	uint64_t got = 0;
+	int st;
+
+	if (!s->src_out)
+		return 0;
+	st = san_shm_ring_src_settle(&s->txr, s->src_id, s->src_len, give_up, &got);
+	if (st == SAN_SHM_SRC_OFFERED || (st == SAN_SHM_SRC_CLAIMED && !s->anchor_dead))
+		return -EINPROGRESS;
+	s->src_out = false;
+	unplug(s->ylocal);
+	pthread_cond_broadcast(&s->cond); /* sends that waited for the slot */
+	if (st == SAN_SHM_SRC_FREE)
+		return 0;
+	if (st == SAN_SHM_SRC_CLAIMED) /* and the peer's process is gone */
+		return -ECONNRESET;
+	if (st < 0) {
+		ring_broken(s, "direct read", -SAN_PROTO_ERANGE);
+		return -ECONNRESET;
+	}
+	if (st == SAN_SHM_SRC_FAILED) {
+		san_info("fd %d: the peer could not read our buffer: copying instead", s->fd);
+		s->src_off = true;
+	}
+	if (got && san_stats_enabled()) {
+		san_stats_add(SAN_STAT_SAN_TX_BYTES, got);
+		san_stats_add(SAN_STAT_DREAD_TX_BYTES, got);
+	}
+	return (ssize_t)got;
+}
+
+/*
+ * No more offers (exec, close): take ours back; one being read is waited for, at most 2 s.
+ * Lock held; dropped while waiting.
+ */
+void san_conn_src_drop(struct san_sock *s)
+{
+	s->src_off = true;
+	for (int i = 0; i < 2000 && san_conn_src_settle(s, true) == -EINPROGRESS; i++) {
+		struct pollfd p = { san_sock_x_own(s), POLLOUT, 0 }; /* the report unplugs X */
+
+		pthread_mutex_unlock(&s->lock);
+		(void)san_sys_poll(&p, 1, 1);
+		pthread_mutex_lock(&s->lock);
+	}
+	if (s->src_out)
+		san_warn("fd %d: the peer claimed a send buffer and did not answer in 2 s", s->fd);
+	s->src_out = false;
+}
+
+ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total,
+		      bool may_wait)
 {
 	if (s->fin_sent || s->anchor_dead)
 		return -EPIPE;
+	if (s->src_out)
+		return -EAGAIN; /* another thread's send is being read: nothing may pass it */
 	/*
 	 * A send that found no room armed and plugged X: until the peer releases something X
 	 * polls unwritable, and so the send fails too (TCP: once the send buffer is full, no
@@ -467,6 +590,8 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
 		if (r != 0)
 			return r; /* the rest, if any, in the next round */
 	}
+	if (may_wait && src_allowed(s, iov, total) && send_src(s, iov) == -EINPROGRESS)
+		return -EINPROGRESS;
 	if (total > san_cfg.inline_max) {
 		int mode = bulk_mode(s, total);
 
@@ -567,6 +692,57 @@ void san_conn_direct_drop(struct san_sock *s)
 	s->direct_out = s->direct_claimed = false;
 }
 
+/* ---- direct read, receiving side --------------------------------------------------------- */
+
+/*
+ * The peer's blocking send offered its buffer at the read cursor of c (the ring is empty
+ * there): read up to space bytes of it with process_vm_readv straight into iov. For a receive
+ * (c is s->rxr, peek_only false) the offer is claimed first and reported after, which lets
+ * the sender's send return; a peek reads without claiming and keeps the bytes only if the
+ * offer was still out after the read (the sender's buffer was not released meanwhile).
+ * The bytes count only if the peer's process still lives after the read: while its pidfd
+ * says so, the pid we read from was never reused. Returns the bytes read, 0 (no offer, or
+ * nothing to keep), -ECONNRESET (the peer died). Lock held.
+ */
+static ssize_t src_read(struct san_sock *s, struct san_shm_cons *c, const struct iovec *iov,
+			int iovcnt, size_t space, bool peek_only)
+{
+	struct san_shm_src o;
+	struct san_shm_cma_region r;
+	size_t done = 0;
+	ssize_t n;
+	bool alive;
+
+	if (!san_cfg.direct || s->peer_pidfd < 0 || s->rd_shut || s->err || !space ||
+	    san_shm_ring_src_find(c, &o) != 1)
+		return 0;
+	if (!peek_only && !san_shm_ring_src_claim(c, &o))
+		return 0; /* revoked meanwhile: its bytes come through the ring */
+	r.pid = s->peer_pid;
+	r.addr = o.addr;
+	r.len = o.len < space ? o.len : space;
+	n = san_fault(SAN_FAULT_CMA_FAIL) ? -EPERM : san_shm_cma_read(&r, iov, (size_t)iovcnt, &done);
+	if (n >= 0)
+		done = (size_t)n;
+	alive = !san_pidfd_exited(s->peer_pidfd);
+	if (peek_only)
+		return alive && san_shm_ring_src_still(c, &o) ? (ssize_t)done : 0;
+	if (!alive) {
+		/* what we read may be another process's: deliver none of it */
+		san_shm_ring_src_report(c, &o, false, 0);
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+		return -ECONNRESET;
+	}
+	if (n < 0)
+		/* the sender takes back what we did not read, and offers no more */
+		san_info("fd %d: direct read from the peer's buffer failed (%s): it copies instead",
+			 s->fd, strerror((int)-n));
+	san_shm_ring_src_report(c, &o, n >= 0, done);
+	if (s->ypeer >= 0)
+		unplug(s->ypeer); /* wakes the sender */
+	return (ssize_t)done;
+}
+
 /*
  * A WRITE_DONE outside a transfer answers our direct offer: its len bytes are already at the
  * start of the buffer we offered, which must be the caller's iov[0] with nothing delivered
@@ -646,9 +822,10 @@ static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size
 	bool open = s->xfer_rx_open;
 	uint8_t mode = s->xfer_rx_mode;
 	bool hello = s->hello_rx; /* no DATA before HELLO (the reader checks HELLO itself) */
+	int i, r = 0;
 
-	for (int i = 0; i < SAN_CONN_PEEK_WALK && got < space &&
-			san_shm_ring_cons_peek(&c, &f) == 0; i++) {
+	for (i = 0; i < SAN_CONN_PEEK_WALK && got < space &&
+		    (r = san_shm_ring_cons_peek(&c, &f)) == 0; i++) {
 		const uint8_t *src = NULL;
 		uint64_t len = 0, off = 0;
 
@@ -698,6 +875,15 @@ static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size
 		if (san_shm_ring_cons_skip(&c) < 0)
 			break;
 	}
+	/* The end of the ring, and a sender's offer there: its bytes come next. */
+	if (r == -EAGAIN && got < space && !open && hello) {
+		struct san_shm_src o;
+
+		if (!iov && san_shm_ring_src_find(&c, &o) == 1)
+			got += o.len < space - got ? (size_t)o.len : space - got;
+		else if (iov && !got)
+			got = (size_t)src_read(s, &c, iov, iovcnt, space, true);
+	}
 	return got;
 }
 
@@ -722,8 +908,25 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 		struct san_msg m;
 		int r = san_shm_ring_cons_peek(&s->rxr, &f);
 
-		if (r == -EAGAIN)
+		if (r == -EAGAIN) {
+			ssize_t n;
+
+			/* Empty: a blocked sender may have offered its buffer (direct read). */
+			if (got || s->xfer_rx_open || !s->hello_rx)
+				break;
+			if (!space) {
+				struct san_shm_src o;
+
+				if (san_shm_ring_src_find(&s->rxr, &o) == 1)
+					return 1;
+				break;
+			}
+			n = src_read(s, &s->rxr, iov, iovcnt, space, false);
+			if (n < 0)
+				return san_sock_take_err(s, 0);
+			got = (size_t)n;
 			break;
+		}
 		if (r < 0) {
 			ring_broken(s, "receive", r);
 			break;
@@ -841,14 +1044,8 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			(void)consume(s);
 			break;
 		case SAN_T_ABORT:
-			san_info("fd %d: peer reset the connection (%s)", s->fd,
-				 san_reason_str(m.u.abort.reason));
 			(void)consume(s);
-			s->err = -ECONNRESET;
-			if (s->tcp >= 0)
-				(void)san_sys_shutdown(s->tcp, SHUT_RDWR);
-			san_sock_ring_self(s);
-			san_sock_release_y(s);
+			san_sock_reset_by_peer(s, m.u.abort.reason);
 			break;
 		case SAN_T_CREDIT_UPDATE:
 		case SAN_T_KEEPALIVE:
@@ -883,7 +1080,8 @@ bool san_conn_rx_ready(struct san_sock *s)
 
 	if (s->err || s->peer_fin || s->anchor_dead || !s->rxr.sh)
 		return true;
-	return san_shm_ring_cons_peek(&s->rxr, &f) != -EAGAIN;
+	return san_shm_ring_cons_peek(&s->rxr, &f) != -EAGAIN ||
+	       san_shm_ring_src_find(&s->rxr, &(struct san_shm_src){ 0 }) == 1;
 }
 
 /* FIONREAD: the bytes the ring holds for the application, as TCP counts its queue (peek()). */
@@ -936,12 +1134,9 @@ int san_conn_rx_arm(struct san_sock *s)
  */
 int san_conn_tx_arm(struct san_sock *s, uint32_t need)
 {
-	static const char plug[2048];
 	int r;
 
-	for (int i = 0; i < 4; i++)
-		if (san_sys_send(s->xfd, plug, sizeof(plug), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-			break;
+	plug(s);
 	if (s->tx_wait_area && !need)
 		/* a full bulk area: wait until the peer releases its oldest region's SRC_AVAIL */
 		r = san_shm_ring_prod_arm_cons(&s->txr, san_stage_oldest(&s->stage));
@@ -978,6 +1173,8 @@ void san_conn_close(struct san_sock *s)
 
 	if (s->direct_out)
 		san_conn_direct_drop(s);
+	if (s->src_out)
+		san_conn_src_drop(s);
 	(void)SAN_SYS(SYS_getsockopt, (long)s->tcp, (long)SOL_SOCKET, (long)SO_LINGER, &lg, &len);
 	/* unread data: one byte of peek says so (FIONREAD's count would walk the whole ring) */
 	reset = (lg.l_onoff && lg.l_linger == 0) || (s->rx == SK_RX_SAN && s->rxr.sh &&

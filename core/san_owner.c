@@ -806,7 +806,7 @@ static int san_pidfd_pid(int pidfd, pid_t *pid)
 }
 
 /* A pidfd polls readable once its process has exited. */
-static bool san_pidfd_exited(int pidfd)
+bool san_pidfd_exited(int pidfd)
 {
 	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
 	struct timespec zero = { 0, 0 };

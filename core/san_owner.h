@@ -163,6 +163,12 @@ int san_owner_parse_tcp_row(const char *line, size_t len, bool v6, struct san_tc
 #define SAN_OWNER_SCAN_MAX (1 << 20)
 int san_owner_pid_holds_inode(pid_t pid, uint64_t ino);
 
+/*
+ * Has the process of @pidfd exited (or can we not tell: true)? One poll, no /proc: while it
+ * says no, the pid the pidfd was made for is still that process's, never reused.
+ */
+bool san_pidfd_exited(int pidfd);
+
 /* The same test for one fd number of @pid (a hint the peer gave): one readlink. */
 int san_owner_pid_fd_is_inode(pid_t pid, int fd, uint64_t ino);
 

@@ -37,6 +37,7 @@ int san_shm_ring_init(void *base, size_t map_len, uint64_t data_size)
 	atomic_store_explicit(&sh->cons_armed, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->cons_edges, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->direct, SAN_SHM_DIRECT_FREE, memory_order_relaxed);
+	atomic_store_explicit(&sh->src, SAN_SHM_SRC_FREE, memory_order_relaxed);
 	/* The mapping reaches the peer through the engine's handshake, a syscall: a barrier. */
 	atomic_store_explicit(&sh->prod_armed, 0, memory_order_release);
 	return 0;
@@ -426,6 +427,11 @@ int san_shm_ring_cons_arm(struct san_shm_cons *c)
 		san_shm_ring_cons_disarm(c);
 		return 1;
 	}
+	/* An offer made before our flag was up (its producer saw no flag: no doorbell). */
+	if (san_shm_ring_src_find(c, &(struct san_shm_src){ 0 }) == 1) {
+		san_shm_ring_cons_disarm(c);
+		return 1;
+	}
 	return 0;
 }
 
@@ -510,4 +516,116 @@ int san_shm_ring_direct_claim(struct san_shm_prod *p, struct san_shm_direct *d)
 	return atomic_compare_exchange_strong_explicit(&sh->direct, &w,
 						       direct_word(d->id, SAN_SHM_DIRECT_CLAIMED),
 						       memory_order_seq_cst, memory_order_seq_cst);
+}
+
+/*
+ * The direct read slot: the direct grant's mirror (same word discipline, roles swapped). The
+ * producer writes the offer's fields, then publishes OFFERED (seq_cst: with the load of
+ * cons_armed after it, the Dekker pattern of commit: a consumer that arms after our store sees
+ * the offer in san_shm_ring_cons_arm, one that armed before is rung). The consumer claims with
+ * a compare-and-swap and reads the fields only then; the producer revokes with the opposite
+ * compare-and-swap, so exactly one wins. A claim is current only at the read cursor the offer
+ * names (nothing committed before it is unread, and the producer commits no data while its
+ * offer is out), so the claimed bytes are the next bytes of the stream.
+ */
+static inline uint64_t src_word(uint32_t id, uint32_t state)
+{
+	return (uint64_t)id << 32 | state;
+}
+
+bool san_shm_ring_cons_waiting(const struct san_shm_prod *p)
+{
+	return atomic_load_explicit(&p->sh->cons_armed, memory_order_relaxed) != 0;
+}
+
+int san_shm_ring_src_offer(struct san_shm_prod *p, uint32_t id, uint64_t addr, uint64_t len)
+{
+	struct san_shm_ring_shared *sh = p->sh;
+
+	if (p->err)
+		return p->err;
+	if (atomic_load_explicit(&sh->src, memory_order_acquire) != SAN_SHM_SRC_FREE)
+		return -EBUSY;
+	sh->src_at = p->prod;
+	sh->src_addr = addr;
+	sh->src_len = len;
+	sh->src_got = 0;
+	atomic_store_explicit(&sh->src, src_word(id, SAN_SHM_SRC_OFFERED), memory_order_seq_cst);
+	if (atomic_load_explicit(&sh->cons_armed, memory_order_seq_cst) &&
+	    atomic_exchange_explicit(&sh->cons_armed, 0, memory_order_seq_cst))
+		return 1;
+	return 0;
+}
+
+int san_shm_ring_src_settle(struct san_shm_prod *p, uint32_t id, uint64_t len, bool give_up,
+			    uint64_t *got)
+{
+	struct san_shm_ring_shared *sh = p->sh;
+	uint64_t w = atomic_load_explicit(&sh->src, memory_order_acquire);
+	uint32_t st;
+
+	for (;;) {
+		st = (uint32_t)w;
+		if (st == SAN_SHM_SRC_OFFERED && (uint32_t)(w >> 32) == id && give_up) {
+			if (atomic_compare_exchange_weak_explicit(&sh->src, &w, SAN_SHM_SRC_FREE,
+								  memory_order_seq_cst,
+								  memory_order_acquire))
+				return SAN_SHM_SRC_FREE;
+			continue; /* claimed meanwhile (or spurious failure): look again */
+		}
+		break;
+	}
+	if ((uint32_t)(w >> 32) != id || st > SAN_SHM_SRC_FAILED || st == SAN_SHM_SRC_FREE) {
+		/* not our offer's word: only the consumer can have written that */
+		atomic_store_explicit(&sh->src, SAN_SHM_SRC_FREE, memory_order_relaxed);
+		return -EPROTO;
+	}
+	if (st == SAN_SHM_SRC_OFFERED || st == SAN_SHM_SRC_CLAIMED)
+		return (int)st;
+	*got = sh->src_got; /* written before the report; acquire above */
+	atomic_store_explicit(&sh->src, SAN_SHM_SRC_FREE, memory_order_relaxed);
+	if (*got > len || (st == SAN_SHM_SRC_DONE && *got == 0))
+		return -EPROTO;
+	return (int)st;
+}
+
+int san_shm_ring_src_find(struct san_shm_cons *c, struct san_shm_src *o)
+{
+	struct san_shm_ring_shared *sh = c->sh;
+	uint64_t w = atomic_load_explicit(&sh->src, memory_order_seq_cst);
+
+	if (c->err || (uint32_t)w != SAN_SHM_SRC_OFFERED)
+		return 0;
+	o->id = (uint32_t)(w >> 32);
+	o->addr = sh->src_addr;
+	o->len = sh->src_len;
+	/* The fields belong to offer w only if the word is still w after we read them. */
+	if (sh->src_at != c->rd || !o->len ||
+	    atomic_load_explicit(&sh->src, memory_order_acquire) != w)
+		return 0;
+	return 1;
+}
+
+bool san_shm_ring_src_still(struct san_shm_cons *c, const struct san_shm_src *o)
+{
+	return atomic_load_explicit(&c->sh->src, memory_order_seq_cst) ==
+	       src_word(o->id, SAN_SHM_SRC_OFFERED);
+}
+
+bool san_shm_ring_src_claim(struct san_shm_cons *c, const struct san_shm_src *o)
+{
+	uint64_t w = src_word(o->id, SAN_SHM_SRC_OFFERED);
+
+	return atomic_compare_exchange_strong_explicit(&c->sh->src, &w,
+						       src_word(o->id, SAN_SHM_SRC_CLAIMED),
+						       memory_order_seq_cst, memory_order_seq_cst);
+}
+
+void san_shm_ring_src_report(struct san_shm_cons *c, const struct san_shm_src *o, bool ok,
+			     uint64_t got)
+{
+	c->sh->src_got = got;
+	atomic_store_explicit(&c->sh->src,
+			      src_word(o->id, ok ? SAN_SHM_SRC_DONE : SAN_SHM_SRC_FAILED),
+			      memory_order_release);
 }

@@ -136,7 +136,19 @@ struct san_shm_ring_shared {
 	uint64_t direct_at;	 /* the consumer's read cursor: current only if prod is still there */
 	uint64_t direct_addr;	 /* the buffer, in the consumer's address space */
 	uint64_t direct_len;
-	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 56];
+	/*
+	 * The direct read (docs/protocol.md, "Direct read on shm"): a producer blocked in a
+	 * large send, whose consumer waits for data, offers its own application buffer here; the
+	 * consumer may claim it, read it with process_vm_readv straight into its application's
+	 * buffer, and report in the same word (DONE or FAILED, with src_got). The producer
+	 * writes src_at/addr/len before it offers, the consumer src_got before it reports.
+	 */
+	_Atomic uint64_t src; /* offer id << 32 | SAN_SHM_SRC_* */
+	uint64_t src_at;      /* the producer's prod when it offered: current while still there */
+	uint64_t src_addr;    /* the buffer, in the producer's address space */
+	uint64_t src_len;
+	uint64_t src_got;     /* bytes the consumer read (DONE), or read before it failed */
+	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 96];
 	/* Block 1: the producer's line. */
 	_Atomic uint64_t prod;	     /* bytes committed, ever; a multiple of 8 */
 	_Atomic uint32_t cons_armed; /* 1: consumer sleeps, wants a doorbell (set by consumer) */
@@ -351,5 +363,55 @@ void san_shm_ring_direct_done(struct san_shm_cons *c);
  * (write, then commit WRITE_DONE{d->id}); 0 if there is nothing to claim.
  */
 int san_shm_ring_direct_claim(struct san_shm_prod *p, struct san_shm_direct *d);
+
+/* ---- the direct read slot ------------------------------------------------------------------ */
+
+enum {
+	SAN_SHM_SRC_FREE = 0,	 /* nothing offered */
+	SAN_SHM_SRC_OFFERED = 1, /* set by the producer; back to FREE when it revokes */
+	SAN_SHM_SRC_CLAIMED = 2, /* set by the consumer: it reads, then reports */
+	SAN_SHM_SRC_DONE = 3,	 /* the consumer read src_got bytes; the producer frees the slot */
+	SAN_SHM_SRC_FAILED = 4,	 /* the consumer could not read (src_got: the prefix it has) */
+};
+
+/* A current offer, as the consumer found it. */
+struct san_shm_src {
+	uint32_t id;
+	uint64_t addr, len;
+};
+
+/* Producer: does the consumer wait for data (armed: it found the ring empty and sleeps)? */
+bool san_shm_ring_cons_waiting(const struct san_shm_prod *p);
+
+/*
+ * Producer, with nothing of its own committed since: offer len bytes at addr (its own address
+ * space) under id, at the current end of the ring. 1: the consumer was armed (ring its
+ * doorbell), 0: offered; -EBUSY if the slot is not free.
+ */
+int san_shm_ring_src_offer(struct san_shm_prod *p, uint32_t id, uint64_t addr, uint64_t len);
+
+/*
+ * Producer, after a wait: the state of offer id. SAN_SHM_SRC_DONE or _FAILED with *got (at
+ * most the offer's length; the slot is free again); SAN_SHM_SRC_FREE if it was revoked now
+ * (give_up, and not yet claimed); SAN_SHM_SRC_OFFERED / _CLAIMED: still out, wait; -EPROTO
+ * if the consumer wrote something impossible (the slot is free again).
+ */
+int san_shm_ring_src_settle(struct san_shm_prod *p, uint32_t id, uint64_t len, bool give_up,
+			    uint64_t *got);
+
+/*
+ * Consumer, with its ring found empty: is there an offer at the read cursor? 1 and *o filled;
+ * 0 if not. Reading the offer's bytes without claiming (a peek) is valid only if
+ * san_shm_ring_src_still() says so afterwards.
+ */
+int san_shm_ring_src_find(struct san_shm_cons *c, struct san_shm_src *o);
+bool san_shm_ring_src_still(struct san_shm_cons *c, const struct san_shm_src *o);
+
+/* Consumer: take offer o (the producer's buffer stays put until we report). */
+bool san_shm_ring_src_claim(struct san_shm_cons *c, const struct san_shm_src *o);
+
+/* Consumer: report a claimed offer: all of got read (ok), or failed after got bytes. */
+void san_shm_ring_src_report(struct san_shm_cons *c, const struct san_shm_src *o, bool ok,
+			     uint64_t got);
 
 #endif /* SAN_SHM_RING_H */

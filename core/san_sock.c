@@ -117,6 +117,8 @@ static void sock_free(struct san_sock *s)
 		san_sys_close(s->ylocal);
 	if (s->ypeer >= 0)
 		san_sys_close(s->ypeer);
+	if (s->peer_pidfd >= 0)
+		san_sys_close(s->peer_pidfd);
 	if (s->swapped && s->tcp >= 0)
 		san_sys_close(s->tcp);
 	if (s->map)
@@ -200,7 +202,7 @@ static void sock_new(int fd, int role)
 	s->refs = 1;
 	s->fdrefs = 1;
 	s->tcp = fd;
-	s->side = s->xfd = s->xold = s->ylocal = s->ypeer = -1;
+	s->side = s->xfd = s->xold = s->ylocal = s->ypeer = s->peer_pidfd = -1;
 	s->rx = SK_RX_TCP;
 	s->tx = SK_TX_TCP;
 	pthread_mutex_init(&s->lock, NULL);
@@ -294,13 +296,12 @@ void san_sock_drop(struct san_sock *s, unsigned int reason)
 }
 
 /* After commit every failure resets the connection (protocol.md §9.2 rule 5). Lock held. */
-void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason)
+static void sock_reset(struct san_sock *s, int err, unsigned int reason, bool tell_peer)
 {
 	if (s->err)
 		return;
-	san_info("fd %d: connection reset (%s)", s->fd, san_reason_str((uint16_t)reason));
 	s->err = err;
-	if (s->swapped && s->txr.sh)
+	if (tell_peer && s->swapped && s->txr.sh)
 		(void)san_conn_post_ctrl(s, SAN_T_ABORT, (uint16_t)reason);
 	if (s->tcp >= 0 && s->swapped) {
 		/*
@@ -324,6 +325,22 @@ void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason)
 	pthread_cond_broadcast(&s->cond);
 	san_sock_ring_self(s);
 	san_sock_release_y(s);
+}
+
+void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason)
+{
+	if (!s->err)
+		san_info("fd %d: connection reset (%s)", s->fd, san_reason_str((uint16_t)reason));
+	sock_reset(s, err, reason, true);
+}
+
+/* The peer's ABORT came: the same, without an ABORT back (it reset first). Lock held. */
+void san_sock_reset_by_peer(struct san_sock *s, unsigned int reason)
+{
+	if (!s->err)
+		san_info("fd %d: peer reset the connection (%s)", s->fd,
+			 san_reason_str((uint16_t)reason));
+	sock_reset(s, -ECONNRESET, reason, false);
 }
 
 /*
@@ -721,11 +738,42 @@ static ssize_t sock_io_begin(int fd, const struct msghdr *m, struct san_sock **s
 
 /* ---- send ------------------------------------------------------------------------------ */
 
+/*
+ * Our blocking send offered its buffer (protocol.md "Direct read on shm"): wait on X (the
+ * peer's report drains our plugs) for it to be read, at most SAN_CONN_SRC_WAIT_MS while it is
+ * only offered, as long as the read takes once claimed (or until the peer's process is gone).
+ * Lock held; dropped while waiting. The bytes read, 0 (the area takes them), or an error.
+ */
+#define SAN_SOCK_SRC_WAIT_NS (2u * 1000000u)
+
+static ssize_t src_wait(struct san_sock *s)
+{
+	uint64_t until = now_ns() + SAN_SOCK_SRC_WAIT_NS;
+
+	for (;;) {
+		uint64_t now = now_ns();
+		bool late = now >= until || s->err || s->closing;
+		ssize_t r = san_conn_src_settle(s, late);
+		struct pollfd p[2] = { { s->xfd, POLLOUT, 0 }, { s->swapped ? s->tcp : -1, POLLIN, 0 } };
+
+		if (r != -EINPROGRESS)
+			return r;
+		pthread_mutex_unlock(&s->lock);
+		if (san_sys_poll(p, 2, late ? 1 : (int)((until - now + 999999) / 1000000)) > 0 &&
+		    p[1].revents) {
+			pthread_mutex_lock(&s->lock);
+			san_sock_check_anchor(s);
+		} else {
+			pthread_mutex_lock(&s->lock);
+		}
+	}
+}
+
 ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct san_sock *s;
 	size_t total = 0, done = 0;
-	bool nb;
+	bool nb, src_tried = false;
 	int timeo = -2;
 	ssize_t r = sock_io_begin(fd, m, &s, &total);
 
@@ -777,7 +825,17 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			waitfd = s->tcp;
 			waitev = POLLOUT;
 		} else {
-			r = san_conn_send(s, v, cnt, total - done);
+			/* offers while the peer takes them: once it did not, the area takes the rest */
+			r = san_conn_send(s, v, cnt, total - done, !nb && !src_tried);
+			if (r == -EINPROGRESS) {
+				r = src_wait(s);
+				src_tried = r == 0;
+				need_wait = -1; /* the rest (or all, not taken) at once */
+			} else if (r == -EAGAIN && s->src_out && !nb) {
+				/* another thread's send is being read: wait until it is settled */
+				pthread_cond_wait(&s->cond, &s->lock);
+				need_wait = -1;
+			}
 			if (r == -ECONNRESET && s->err)
 				s->err_told = true; /* this call reports it */
 			waitfd = s->xfd;
@@ -789,7 +847,9 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			 */
 			if (r > 0 && nb && (size_t)r < total - done && s->swapped)
 				(void)san_conn_tx_arm(s, 0);
-			if (r == -EAGAIN && san_conn_tx_arm(s, 0) == 1)
+			if (r == -EAGAIN && need_wait == -1)
+				; /* settled meanwhile: retry */
+			else if (r == -EAGAIN && san_conn_tx_arm(s, 0) == 1)
 				need_wait = -1; /* space now: retry at once */
 			else if (r == -EAGAIN && nb && !s->swapped) {
 				/*
@@ -1347,35 +1407,48 @@ void san_sock_atfork_parent(void)
  * made again: direct_off). A vfork child shares our memory, which outlives its exec: nothing
  * to do there, and it must not take our locks.
  */
-static void direct_settle_for_exec(int fd)
+/*
+ * Returns whether fd's stream is on the SAN: switched, or committed while the application still
+ * holds the TCP number (a pure sender; the TCP socket may still hold the peer's MARK, which the
+ * new program would read as data).
+ */
+static bool settle_for_exec(int fd, bool switched)
 {
 	struct san_sock *s;
+	bool san;
 
 	if (!san_fdtable_owned())
-		return;
+		return switched; /* a vfork child: no locks; the table alone says what it can */
 	s = san_sock_get(fd);
 	if (!s)
-		return;
+		return switched;
 	pthread_mutex_lock(&s->lock);
+	san = switched || s->committed;
 	if (s->rxr.sh)
 		san_conn_direct_drop(s);
+	/* another thread's send offered its buffer: the new program's memory is not it */
+	if (s->src_out)
+		san_conn_src_drop(s);
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
+	return san;
 }
 
 void san_sock_before_exec(void)
 {
 	unsigned int hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
 
-	if (!san_fd_any_switched())
+	/* no connection was ever tracked: nothing to do (a racy read is fine, exec is serial) */
+	if (!__atomic_load_n(&reg_list, __ATOMIC_RELAXED))
 		return;
 	for (unsigned int fd = 0; fd < hw; fd++) {
 		struct san_fd *f = san_fd_get((int)fd);
 		int fl, sv[2];
 
-		if (!f || san_fd_state(f) != SAN_FD_SWITCHED)
+		if (!f || !san_fd_managed_state(san_fd_state(f)))
 			continue;
-		direct_settle_for_exec((int)fd);
+		if (!settle_for_exec((int)fd, san_fd_state(f) == SAN_FD_SWITCHED))
+			continue;
 		fl = san_sys_fcntl((int)fd, F_GETFD, 0);
 		if (fl < 0 || (fl & FD_CLOEXEC))
 			continue;

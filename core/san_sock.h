@@ -117,6 +117,13 @@ struct san_sock {
 	uint32_t direct_id;  /* the offer's id (nonzero, one per offer) */
 	uint64_t direct_len; /* the offer's length, our own record of it */
 	void *direct_buf;    /* the offered buffer (iov[0] of the receive that offered) */
+	/* Direct read (protocol.md "Direct read on shm"): a blocking send's own buffer, read by
+	 * the peer with process_vm_readv while the send waits. */
+	bool src_off;	     /* a direct read failed (CMA refused): none on this connection */
+	bool src_out;	     /* sender: our offer is out (maybe claimed), not yet settled */
+	uint32_t src_id;     /* the offer's id (nonzero, one per offer) */
+	uint64_t src_len;    /* its length, our own record */
+	int peer_pidfd;	     /* the peer process, or -1: a read is trusted only if it still lives */
 	struct san_sock_epreg ep[SAN_SOCK_EPOLL_MAX];
 	int nep;
 	bool ep_overflow; /* more registrations than we can re-create: do not switch */
@@ -188,6 +195,7 @@ void san_sock_drop_fd(int fd, bool active, unsigned int reason);
 void san_sock_check_anchor(struct san_sock *s);
 int san_sock_swap(struct san_sock *s);
 void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason);
+void san_sock_reset_by_peer(struct san_sock *s, unsigned int reason);
 struct san_sock *san_sock_find_tuple(const struct san_tuple *t);
 void san_sock_ring_peer(struct san_sock *s);
 void san_sock_ring_self(struct san_sock *s);
@@ -211,7 +219,10 @@ void san_up_unwatch(struct san_sock *s);
 void san_up_watch_tx(struct san_sock *s);
 
 /* san_conn.c: the SAN data path, lock held. */
-ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total);
+ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total,
+		      bool may_wait);
+ssize_t san_conn_src_settle(struct san_sock *s, bool give_up);
+void san_conn_src_drop(struct san_sock *s);
 ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, int flags);
 int san_conn_post_ctrl(struct san_sock *s, uint8_t type, uint16_t reason);
 int san_conn_send_hello(struct san_sock *s);

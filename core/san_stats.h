@@ -30,6 +30,8 @@ enum san_stat {
 	SAN_STAT_GRANT_TX_BYTES = 10, /* of san_tx_bytes, those written into the peer's grant */
 	SAN_STAT_DIRECT_TX_BYTES = 11, /* of san_tx_bytes, written straight into the peer's
 					* waiting receive buffer (process_vm_writev) */
+	SAN_STAT_DREAD_TX_BYTES = 12,  /* of san_tx_bytes, read by the peer straight from the
+					* buffer of our waiting send (process_vm_readv) */
 	SAN_STAT_NR,
 };
 

@@ -243,7 +243,7 @@ void san_up_a_run(struct san_sock *s)
 	m.u.propose.ver_min = m.u.propose.ver_max = SAN_PROTO_VERSION;
 	m.u.propose.provider = SAN_PROV_SHM;
 	/* A can read B's area and write into B's grant; its HELLO says so again, or clears. */
-	m.u.propose.caps = SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE;
+	m.u.propose.caps = SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ;
 	m.u.propose.nonce = s->nonce_mine;
 	m.u.propose.src = s->tuple.local;
 	m.u.propose.dst = s->tuple.peer;
@@ -285,6 +285,9 @@ void san_up_a_run(struct san_sock *s)
 	}
 	s->ypeer = san_fd_hide(rx.fd);
 	rx.fd = -1;
+	/* kept: a direct read is trusted only while the process it read from still lives */
+	s->peer_pidfd = rx.pidfd >= 0 ? san_fd_hide(rx.pidfd) : -1;
+	rx.pidfd = -1;
 	san_side_rx_close_fds(&rx);
 	s->peer_pid = rx.cred.pid;
 	s->peer_caps = rx.msg.u.accept.caps; /* its HELLO may clear some */
@@ -414,12 +417,16 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	s->nonce_mine = nonce64();
 	s->nonce_peer = p->nonce;
 	s->peer_pid = rx->cred.pid;
+	/* kept: a direct read is trusted only while the process it read from still lives */
+	if (rx->pidfd >= 0 && s->peer_pidfd < 0)
+		s->peer_pidfd = san_fd_hide(san_sys_fcntl(rx->pidfd, F_DUPFD_CLOEXEC, 0));
 	s->peer_caps = p->caps;
 	pthread_mutex_unlock(&s->lock);
 
 	mine.pid = (uint32_t)getpid();
 	mine.fd_hint = s->fd;
-	m.u.accept.caps = prm.bulk_size ? SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE : 0;
+	m.u.accept.caps = (prm.bulk_size ? SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE : 0) |
+			  SAN_CAP_DIRECT_READ;
 	m.u.accept.nonce = s->nonce_mine;
 	m.u.accept.params = &mine;
 	m.u.accept.params_len = sizeof(mine);

@@ -39,7 +39,9 @@ enum san_type {
 /* Capability bits (PROPOSE, ACCEPT, HELLO). Unknown bits are ignored, never rejected. */
 #define SAN_CAP_RDMA_READ 0x00000001u  /* advertiser can read from its peer: send it SRC_AVAIL */
 #define SAN_CAP_RDMA_WRITE 0x00000002u /* advertiser can write into a peer's WRITE_GRANT */
-#define SAN_CAP_KNOWN (SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE)
+#define SAN_CAP_DIRECT_READ 0x00000004u /* shm: advertiser reads a sender's own buffer offered in
+					 * the ring's source slot (process_vm_readv) */
+#define SAN_CAP_KNOWN (SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ)
 
 /* Per-type flag bits (header byte 2). Any bit not listed for a type is reserved. */
 #define SAN_DATA_F_FIRST 0x01	  /* first chunk of a transfer: body carries total length */

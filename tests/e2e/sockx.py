@@ -14,6 +14,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 import zlib
 
 TIMEOUT = 20.0
@@ -47,6 +48,23 @@ def recv_exact(s, n):
             raise RuntimeError("EOF after %d of %d bytes" % (len(buf), n))
         buf += chunk
     return bytes(buf)
+
+
+SLEEPING = {"7", "271"}  # poll, ppoll (x86_64)
+
+
+def asleep(tid, secs=10.0):
+    """Wait until thread tid sleeps in poll/ppoll; False if it never does."""
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        try:
+            with open("/proc/self/task/%d/syscall" % tid) as f:
+                if f.read().split()[0] in SLEEPING:
+                    return True
+        except (OSError, IndexError):
+            pass
+        time.sleep(0.0005)
+    return False
 
 
 def switched_pair():

@@ -22,11 +22,9 @@ import socket
 import struct
 import sys
 import threading
-import time
 
-from sockx import switched_pair
+from sockx import asleep, switched_pair
 
-SLEEPING = {"7", "271"}  # poll, ppoll (x86_64)
 rnd = random.Random(20261124)
 direct_expected = 0
 failed = []
@@ -63,19 +61,6 @@ class Reader(threading.Thread):
         except OSError as e:
             self.err = e
 
-
-def asleep(tid, secs=10.0):
-    """Wait until thread tid sleeps in poll/ppoll; False if it never does."""
-    end = time.monotonic() + secs
-    while time.monotonic() < end:
-        try:
-            with open("/proc/self/task/%d/syscall" % tid) as f:
-                if f.read().split()[0] in SLEEPING:
-                    return True
-        except (OSError, IndexError):
-            pass
-        time.sleep(0.0005)
-    return False
 
 
 def verdict(name, got, want, extra=""):

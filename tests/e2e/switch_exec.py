@@ -8,7 +8,10 @@
 # and for a child with and without the preload, it forks and execs `sh -c 'cat <&3 >FILE'` with
 # that end on fd 3: cat must see EOF at once (0 bytes, never garbage) and exit 0, and afterwards
 # the connection must still carry bytes both ways, every one checked (sha256).
-# Prints "exec: pid=P ..." lines, one per step, and "exec: pid=P all 4 exec cases ok" at the end;
+# Then the same for the sending end of a second connection that only ever sent (a pure sender: its
+# fd is still the TCP socket, and may still hold the peer's switch-over MARK, which a new program
+# must not read as data either).
+# Prints "exec: pid=P ..." lines, one per step, and "exec: pid=P all 6 exec cases ok" at the end;
 # exits 1 on any failure (3 if a step hung).
 import hashlib
 import os
@@ -195,8 +198,14 @@ def main():
                 % (end, sock.fileno()))
     say("both ends switched (their fds are the notification sockets)")
 
+    # A pure sender: the client only sends, so it never reads the server's MARK.
+    begin("connect pure sender")
+    pcli, psrv, plst = pair()
+    xfer("pure c->s", pcli, psrv, rnd.randbytes(256 * 1024))
+    plst.close()
+
     n = 0
-    for end, sock in (("client", cli), ("server", srv)):
+    for end, sock in (("client", cli), ("server", srv), ("pure-sender", pcli)):
         for preload in (True, False):
             n += 1
             name = "exec.%s.%s" % (end, "preloaded" if preload else "plain")
@@ -218,10 +227,17 @@ def main():
             else:
                 say("%s: cat read EOF (0 bytes), exit 0" % name)
             # The parent's connection still works both ways, every byte checked.
+            if sock is pcli:
+                xfer("%s after: c->s" % name, pcli, psrv, rnd.randbytes(64 * 1024 + n))
+                continue
             xfer("%s after: c->s" % name, cli, srv, rnd.randbytes(64 * 1024 + n))
             xfer("%s after: s->c" % name, srv, cli, rnd.randbytes(64 * 1024 + 2 * n))
 
     begin("close")
+    pcli.close()
+    if psrv.recv(1) != b"":
+        die("pure sender's peer: data where EOF was expected after the sender closed")
+    psrv.close()
     cli.shutdown(socket.SHUT_WR)
     if srv.recv(1) != b"":
         die("server end: data where EOF was expected after the client's shutdown")

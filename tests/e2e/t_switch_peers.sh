@@ -174,13 +174,13 @@ if [ "$rc" -ne 0 ]; then
 	show "$TMP/exec.err.busy"
 	fail "switch_exec.py exited $rc (see its lines above)"
 fi
-grep -q '^exec: pid=[0-9]* all 4 exec cases ok$' "$TMP/exec.out" || fail "switch_exec.py: not all cases ok"
+grep -q '^exec: pid=[0-9]* all 6 exec cases ok$' "$TMP/exec.out" || fail "switch_exec.py: not all cases ok"
 l=$(pid_line "$TMP/exec.err" "$(out_pid "$TMP/exec.out")") || exit 1
 log "exec: $l"
-# Both ends were in that process: one connection, two switched ends.
-switched_n exec "$l" 2
-[ "$(field "$l" connects)" -eq 1 ] && [ "$(field "$l" accepts)" -eq 1 ] ||
-	fail "exec: expected connects=1 accepts=1: $l"
+# Both ends were in that process: two connections (one a pure sender's), four switched ends.
+switched_n exec "$l" 4
+[ "$(field "$l" connects)" -eq 2 ] && [ "$(field "$l" accepts)" -eq 2 ] ||
+	fail "exec: expected connects=2 accepts=2: $l"
 # ... and every byte one end sent, the other received (and nothing else): tx = rx.
 [ "$(moved "$l" tx)" -eq "$(moved "$l" rx)" ] ||
 	fail "exec: both ends in one process, yet it sent $(moved "$l" tx) bytes and received $(moved "$l" rx): $l"

@@ -8,7 +8,8 @@
 # byte counts (san + tcp) must be exactly what the verifier moved. Where writes go above the
 # inline threshold, read_tx_bytes (sent by READ) must move under read and auto only, and
 # grant_tx_bytes (written into the peer's grant) under grant only; under inline neither; direct
-# writes (direct_tx_bytes) never under read or inline.
+# writes (direct_tx_bytes) never under read or inline; direct reads (direct_read_tx_bytes: the
+# peer read a waiting send's own buffer) never under grant or inline.
 # timeout: 300
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -24,18 +25,19 @@ switched() {
 	# every write was inline: neither).
 	# Direct writes (into a receive asleep with its buffer offered) may take some of them
 	# under auto and grant, as the timing goes: t_switch_direct counts those exactly.
-	local rd gr dt
+	local rd gr dt dr
 	for l in "$VCL" "$VSL"; do
 		rd=$(field "$l" read_tx_bytes)
 		gr=$(field "$l" grant_tx_bytes)
 		dt=$(field "$l" direct_tx_bytes)
+		dr=$(field "$l" direct_read_tx_bytes)
 		case $SANSWITCH_BULK.$big in
-		inline.* | *.0) [ "$rd" -eq 0 ] && [ "$gr" -eq 0 ] && [ "$dt" -eq 0 ] ;;
-		read.1) [ "$rd" -gt 0 ] && [ "$gr" -eq 0 ] && [ "$dt" -eq 0 ] ;;
-		auto.1) [ $((rd + dt)) -gt 0 ] && [ "$gr" -eq 0 ] ;;
-		grant.1) [ "$rd" -eq 0 ] && [ $((gr + dt)) -gt 0 ] ;;
+		inline.* | *.0) [ $((rd + gr + dt + dr)) -eq 0 ] ;;
+		read.1) [ $((rd + dr)) -gt 0 ] && [ "$gr" -eq 0 ] && [ "$dt" -eq 0 ] ;;
+		auto.1) [ $((rd + dt + dr)) -gt 0 ] && [ "$gr" -eq 0 ] ;;
+		grant.1) [ "$rd" -eq 0 ] && [ "$dr" -eq 0 ] && [ $((gr + dt)) -gt 0 ] ;;
 		esac || fail "$name: SANSWITCH_BULK=$SANSWITCH_BULK, yet read_tx_bytes=$rd" \
-			"grant_tx_bytes=$gr direct_tx_bytes=$dt: $l"
+			"grant_tx_bytes=$gr direct_tx_bytes=$dt direct_read_tx_bytes=$dr: $l"
 	done
 }
 

@@ -670,57 +670,244 @@ START_TEST(test_direct_slot)
 }
 END_TEST
 
-/* Claim against revoke in two threads, many rounds: exactly one wins each round. */
-struct direct_race {
+/*
+ * Offer-and-withdraw against claim in two threads, many rounds in lock-step: exactly one side
+ * wins each round. The slot's owner (the consumer for a direct grant, the producer for a direct
+ * read) drives; the other thread claims.
+ */
+struct slot_race {
 	struct tring *t;
 	atomic_uint step;
-	int rounds, claims, revokes, both, neither;
+	int rounds, claims, withdrawals, both, neither;
+	int seen; /* what the last withdrawal saw in the slot (for answer) */
+	bool (*claim)(struct slot_race *r);	      /* the claiming side: true if it won */
+	void (*offer)(struct slot_race *r, uint32_t id);
+	bool (*withdraw)(struct slot_race *r, uint32_t id); /* true if withdrawn before a claim */
+	void (*answer)(struct slot_race *r, uint32_t id);   /* after a claim: free the slot */
 };
 
-static void *direct_claimer(void *arg)
+static void *slot_claimer(void *arg)
 {
-	struct direct_race *r = arg;
-	struct san_shm_direct d;
+	struct slot_race *r = arg;
 
 	for (int i = 0; i < r->rounds; i++) {
 		while (atomic_load(&r->step) != 2u * (unsigned)i + 1)
 			cpu_relax();
-		r->claims += san_shm_ring_direct_claim(&r->t->p, &d) == 1;
+		r->claims += r->claim(r);
 		atomic_fetch_add(&r->step, 1);
 	}
 	return NULL;
 }
 
+static void run_slot_race(struct slot_race *r)
+{
+	pthread_t th;
+
+	REQUIRE_EQ(pthread_create(&th, NULL, slot_claimer, r), 0);
+	for (int i = 0; i < r->rounds; i++) {
+		uint32_t id = (uint32_t)i + 1;
+		int before = r->claims;
+		bool won;
+
+		r->offer(r, id);
+		atomic_fetch_add(&r->step, 1); /* go */
+		for (int k = 0; k < (i & 63); k++)
+			cpu_relax();
+		won = r->withdraw(r, id);
+		while (atomic_load(&r->step) != 2u * (unsigned)i + 2)
+			cpu_relax();
+		if (won && r->claims != before)
+			r->both++;
+		if (!won && r->claims == before)
+			r->neither++;
+		r->withdrawals += won;
+		if (!won)
+			r->answer(r, id);
+	}
+	pthread_join(th, NULL);
+	REQUIRE_EQ(r->both, 0);
+	REQUIRE_EQ(r->neither, 0);
+	REQUIRE_EQ(r->claims + r->withdrawals, r->rounds);
+}
+
+static bool direct_race_claim(struct slot_race *r)
+{
+	struct san_shm_direct d;
+
+	return san_shm_ring_direct_claim(&r->t->p, &d) == 1;
+}
+
+static void direct_race_offer(struct slot_race *r, uint32_t id)
+{
+	REQUIRE_EQ(san_shm_ring_direct_offer(&r->t->c, id, 0x1000, 64), 0);
+}
+
+static bool direct_race_revoke(struct slot_race *r, uint32_t id)
+{
+	return san_shm_ring_direct_revoke(&r->t->c);
+}
+
+static void direct_race_done(struct slot_race *r, uint32_t id)
+{
+	san_shm_ring_direct_done(&r->t->c);
+}
+
 START_TEST(test_direct_race)
 {
 	struct tring t;
-	struct direct_race r = { .t = &t, .rounds = 20000 };
-	pthread_t th;
+	struct slot_race r = { .t = &t, .rounds = 20000, .claim = direct_race_claim,
+			       .offer = direct_race_offer, .withdraw = direct_race_revoke,
+			       .answer = direct_race_done };
 
 	tring_open(&t, 4096, 0);
-	REQUIRE_EQ(pthread_create(&th, NULL, direct_claimer, &r), 0);
-	for (int i = 0; i < r.rounds; i++) {
-		int before = r.claims, won;
+	run_slot_race(&r);
+	tring_close(&t);
+}
+END_TEST
 
-		REQUIRE_EQ(san_shm_ring_direct_offer(&t.c, (uint32_t)i + 1, 0x1000, 64), 0);
-		atomic_fetch_add(&r.step, 1); /* go */
-		for (int k = 0; k < (i & 63); k++)
-			cpu_relax();
-		won = san_shm_ring_direct_revoke(&t.c);
-		while (atomic_load(&r.step) != 2u * (unsigned)i + 2)
-			cpu_relax();
-		if (won && r.claims != before)
-			r.both++;
-		if (!won && r.claims == before)
-			r.neither++;
-		r.revokes += won;
-		if (!won)
-			san_shm_ring_direct_done(&t.c);
-	}
-	pthread_join(th, NULL);
-	REQUIRE_EQ(r.both, 0);
-	REQUIRE_EQ(r.neither, 0);
-	REQUIRE_EQ(r.claims + r.revokes, r.rounds);
+/*
+ * The direct read slot: the producer offers, the consumer finds (only at the read cursor the
+ * offer names, on an empty ring), claims and reports; the producer settles. A claimed offer
+ * cannot be revoked; a revoked one cannot be claimed; a report the producer can check is
+ * checked (got within the offer, DONE never empty); garbage in the word is refused. An offer
+ * made while the consumer is armed says so (ring it), and a consumer arming after an offer
+ * does not sleep.
+ */
+START_TEST(test_src_slot)
+{
+	struct tring t;
+	struct san_shm_src o;
+	uint64_t got = 99;
+
+	tring_open(&t, 4096, _i);
+	/* Nothing offered. */
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 0);
+	REQUIRE(!san_shm_ring_cons_waiting(&t.p));
+
+	/* Offered to a sleeping consumer: ring it; found, claimed, reported, settled. */
+	REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 0);
+	REQUIRE(san_shm_ring_cons_waiting(&t.p));
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 7, 0x1000, 65536), 1);
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 8, 0x2000, 1), -EBUSY);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 1);
+	REQUIRE_EQ(o.id, 7);
+	REQUIRE_EQ(o.addr, 0x1000);
+	REQUIRE_EQ(o.len, 65536);
+	REQUIRE(san_shm_ring_src_still(&t.c, &o));
+	REQUIRE(san_shm_ring_src_claim(&t.c, &o));
+	REQUIRE(!san_shm_ring_src_still(&t.c, &o));
+	REQUIRE(!san_shm_ring_src_claim(&t.c, &o));
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 0);
+	/* Claimed: a give-up does not revoke it. */
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 7, 65536, true, &got), SAN_SHM_SRC_CLAIMED);
+	san_shm_ring_src_report(&t.c, &o, true, 4096);
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 7, 65536, false, &got), SAN_SHM_SRC_DONE);
+	REQUIRE_EQ(got, 4096);
+	REQUIRE_EQ(atomic_load(&SH(&t)->src), SAN_SHM_SRC_FREE);
+
+	/* Not given up: still offered; given up: revoked, and then nothing to find or claim. */
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 9, 0x1000, 100), 0);
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 9, 100, false, &got), SAN_SHM_SRC_OFFERED);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 1);
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 9, 100, true, &got), SAN_SHM_SRC_FREE);
+	REQUIRE(!san_shm_ring_src_still(&t.c, &o));
+	REQUIRE(!san_shm_ring_src_claim(&t.c, &o));
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 0);
+
+	/* Not current while a frame is unread before the offer's place; current once read. */
+	REQUIRE_EQ(put_data(&t.p, 10, 0), 0);
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 10, 0x1000, 100), 0);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 0);
+	REQUIRE_EQ(get_msg(&t.c, 26, 0), 0);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 1);
+	/* A frame committed after the offer (a control message) comes after its bytes: once
+	 * the consumer has read past the offer's place, the offer is no longer current. */
+	REQUIRE_EQ(put_data(&t.p, 10, 1), 0);
+	REQUIRE_EQ(get_msg(&t.c, 26, 1), 0);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 0);
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 10, 100, true, &got), SAN_SHM_SRC_FREE);
+	/* Current again when offered at the new end; an arming consumer does not sleep. */
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 11, 0x3000, 100), 0);
+	REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 1);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 1);
+	REQUIRE(san_shm_ring_src_claim(&t.c, &o));
+	san_shm_ring_src_report(&t.c, &o, false, 10); /* failed after 10 bytes */
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 11, 100, false, &got), SAN_SHM_SRC_FAILED);
+	REQUIRE_EQ(got, 10);
+
+	/* An empty offer is never found. */
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 12, 0x3000, 0), 0);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 0);
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 12, 0, true, &got), SAN_SHM_SRC_FREE);
+
+	/* Reports the producer refuses: more than offered, DONE with nothing, a foreign id,
+	 * garbage. Each leaves the slot free. */
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 13, 0x3000, 100), 0);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 1);
+	REQUIRE(san_shm_ring_src_claim(&t.c, &o));
+	san_shm_ring_src_report(&t.c, &o, true, 101);
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 13, 100, false, &got), -EPROTO);
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 14, 0x3000, 100), 0);
+	REQUIRE(san_shm_ring_src_find(&t.c, &o) == 1 && san_shm_ring_src_claim(&t.c, &o));
+	san_shm_ring_src_report(&t.c, &o, true, 0);
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 14, 100, false, &got), -EPROTO);
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 15, 0x3000, 100), 0);
+	atomic_store(&SH(&t)->src, (uint64_t)16 << 32 | SAN_SHM_SRC_DONE);
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 15, 100, false, &got), -EPROTO);
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 17, 0x3000, 100), 0);
+	atomic_store(&SH(&t)->src, (uint64_t)17 << 32 | 9);
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 17, 100, true, &got), -EPROTO);
+	REQUIRE_EQ(atomic_load(&SH(&t)->src), SAN_SHM_SRC_FREE);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 0);
+	tring_close(&t);
+}
+END_TEST
+
+static bool src_race_claim(struct slot_race *r)
+{
+	struct san_shm_src o;
+
+	if (san_shm_ring_src_find(&r->t->c, &o) != 1 || !san_shm_ring_src_claim(&r->t->c, &o))
+		return false;
+	san_shm_ring_src_report(&r->t->c, &o, true, 1);
+	return true;
+}
+
+static void src_race_offer(struct slot_race *r, uint32_t id)
+{
+	REQUIRE(san_shm_ring_src_offer(&r->t->p, id, 0x1000, 64) >= 0);
+}
+
+static bool src_race_give_up(struct slot_race *r, uint32_t id)
+{
+	uint64_t got = 0;
+
+	r->seen = san_shm_ring_src_settle(&r->t->p, id, 64, true, &got);
+	if (r->seen == SAN_SHM_SRC_DONE)
+		REQUIRE_EQ(got, 1);
+	return r->seen == SAN_SHM_SRC_FREE;
+}
+
+static void src_race_settle(struct slot_race *r, uint32_t id)
+{
+	uint64_t got = 0;
+
+	if (r->seen == SAN_SHM_SRC_DONE)
+		return; /* the give-up took the report already */
+	REQUIRE_EQ(r->seen, SAN_SHM_SRC_CLAIMED);
+	REQUIRE_EQ(san_shm_ring_src_settle(&r->t->p, id, 64, false, &got), SAN_SHM_SRC_DONE);
+	REQUIRE_EQ(got, 1);
+}
+
+START_TEST(test_src_race)
+{
+	struct tring t;
+	struct slot_race r = { .t = &t, .rounds = 20000, .claim = src_race_claim,
+			       .offer = src_race_offer, .withdraw = src_race_give_up,
+			       .answer = src_race_settle };
+
+	tring_open(&t, 4096, 0);
+	run_slot_race(&r);
 	tring_close(&t);
 }
 END_TEST
@@ -1469,6 +1656,8 @@ Suite *make_shm_ring_suite(void)
 	tcase_add_loop_test(tc, test_doorbell_edges, 0, NKINDS);
 	tcase_add_loop_test(tc, test_direct_slot, 0, NKINDS);
 	tcase_add_test(tc, test_direct_race);
+	tcase_add_loop_test(tc, test_src_slot, 0, NKINDS);
+	tcase_add_test(tc, test_src_race);
 	tcase_add_loop_test(tc, test_doorbell_litmus, 0, 2);
 	tcase_add_loop_test(tc, test_hostile_crafted, 0, H_NCASES * NKINDS);
 	tcase_add_loop_test(tc, test_hostile_consumer, 0, NKINDS);
