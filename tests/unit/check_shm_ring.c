@@ -19,6 +19,7 @@
 #include "proto/san_frame.h"
 #include "proto/san_msg.h"
 #include "tests/unit/suites.h"
+#include "tests/unit/unit_require.h"
 
 #define PAGE 4096
 
@@ -28,21 +29,6 @@
 #define cpu_relax() __asm__ __volatile__("" ::: "memory")
 #endif
 
-/*
- * Check's ck_assert_* report every check that passes to the runner (a write() per check in
- * fork mode): far too slow in loops over 10^5 frames. These call into Check only on failure.
- */
-#define REQUIRE(x)                                                 \
-	do {                                                       \
-		if (!(x))                                          \
-			ck_abort_msg("Assertion '%s' failed", #x); \
-	} while (0)
-#define REQUIRE_EQ(a, b)                                                                           \
-	do {                                                                                       \
-		long long a_ = (long long)(a), b_ = (long long)(b);                                \
-		if (a_ != b_)                                                                      \
-			ck_abort_msg("Assertion '%s == %s' failed: %lld != %lld", #a, #b, a_, b_); \
-	} while (0)
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 

@@ -17,6 +17,8 @@
 	X(credit)          \
 	X(bulk)            \
 	X(stage)           \
+	X(regcache)        \
+	X(vpool)           \
 	X(upgrade)         \
 	X(shm_ring)        \
 	X(shm_cma)         \
