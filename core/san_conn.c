@@ -41,19 +41,18 @@
 /*
  * Direct read (docs/protocol.md "Direct read on shm"): a blocking send of at least
  * SAN_CONN_SRC_MIN bytes in its first buffer, to a peer whose application waits for data,
- * offers that buffer and waits up to SAN_CONN_SRC_WAIT_MS for the peer to take it; then the
- * bytes go through the area instead.
+ * offers that buffer and waits a moment for the peer to take it (san_sock.c, src_wait); then
+ * the bytes go through the area instead.
  */
 #define SAN_CONN_SRC_MIN (64u * 1024u)
-#define SAN_CONN_SRC_WAIT_MS 2
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
 /* Copy n bytes between buf and the iovec array from its byte off: into iov if to_iov. */
-static void iov_copy(const struct iovec *iov, int cnt, size_t off, void *buf, size_t n,
-		     bool to_iov)
+void san_conn_iov_copy(const struct iovec *iov, int cnt, size_t off, void *buf, size_t n,
+		       bool to_iov)
 {
 	char *p = buf;
 
@@ -84,15 +83,6 @@ static void plug(struct san_sock *s)
 			break;
 }
 
-/* The peer waits for ring space: take out the plugs it put on its X (docs/engine.md §5). */
-static void unplug(int yfd)
-{
-	char b[4096];
-
-	for (int i = 0; i < 16; i++)
-		if (san_sys_recv(yfd, b, sizeof(b), MSG_DONTWAIT) < 0)
-			break;
-}
 
 static void ring_broken(struct san_sock *s, const char *what, int r)
 {
@@ -107,7 +97,7 @@ static int commit(struct san_sock *s)
 	int c = san_shm_ring_prod_commit(&s->txr);
 
 	if (c == 1)
-		san_sock_ring_peer(s);
+		s->prov->ring_peer(s);
 	if (c < 0) {
 		ring_broken(s, "send", c);
 		return -ECONNRESET;
@@ -194,7 +184,7 @@ static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt
 		}
 		if (san_msg_encode(&m, buf, (size_t)room) < 0)
 			return sent ? (ssize_t)sent : -EINVAL;
-		iov_copy(iov, iovcnt, sent, san_msg_payload(buf, &m), chunk, false);
+		san_conn_iov_copy(iov, iovcnt, sent, san_msg_payload(buf, &m), chunk, false);
 		r = commit(s);
 		if (r < 0)
 			return sent ? (ssize_t)sent : r;
@@ -212,8 +202,8 @@ static int consume(struct san_sock *s)
 {
 	int c = san_shm_ring_cons_consume(&s->rxr);
 
-	if (c == 1 && s->ypeer >= 0)
-		unplug(s->ypeer);
+	if (c == 1)
+		s->prov->wake_producer(s);
 	if (c < 0) {
 		ring_broken(s, "receive", c);
 		return -ECONNRESET;
@@ -384,7 +374,7 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 		ring_broken(s, "send", room);
 		return -ECONNRESET;
 	}
-	iov_copy(iov, iovcnt, skip, s->bulk_tx + off, len, false);
+	san_conn_iov_copy(iov, iovcnt, skip, s->bulk_tx + off, len, false);
 	first.u.data.payload = s->bulk_tx + off;
 	room = post(s, &first);
 	if (!room)
@@ -501,11 +491,11 @@ static ssize_t send_src(struct san_sock *s, const struct iovec *iov)
 	r = san_shm_ring_src_offer(&s->txr, s->src_id, (uint64_t)(uintptr_t)iov[0].iov_base,
 				   iov[0].iov_len);
 	if (r < 0) {
-		unplug(s->ylocal);
+		san_sock_unplug(s->ylocal);
 		return 0;
 	}
 	if (r == 1)
-		san_sock_ring_peer(s);
+		s->prov->ring_peer(s);
 	s->src_out = true;
 	s->src_len = iov[0].iov_len;
 	return -EINPROGRESS;
@@ -528,7 +518,7 @@ ssize_t san_conn_src_settle(struct san_sock *s, bool give_up)
 	if (st == SAN_SHM_SRC_OFFERED || (st == SAN_SHM_SRC_CLAIMED && !s->anchor_dead))
 		return -EINPROGRESS;
 	s->src_out = false;
-	unplug(s->ylocal);
+	san_sock_unplug(s->ylocal);
 	pthread_cond_broadcast(&s->cond); /* sends that waited for the slot */
 	if (st == SAN_SHM_SRC_FREE)
 		return 0;
@@ -738,8 +728,7 @@ static ssize_t src_read(struct san_sock *s, struct san_shm_cons *c, const struct
 		san_info("fd %d: direct read from the peer's buffer failed (%s): it copies instead",
 			 s->fd, strerror((int)-n));
 	san_shm_ring_src_report(c, &o, n >= 0, done);
-	if (s->ypeer >= 0)
-		unplug(s->ypeer); /* wakes the sender */
+	s->prov->wake_producer(s); /* the sender waits on its X */
 	return (ssize_t)done;
 }
 
@@ -826,8 +815,9 @@ static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size
 
 	for (i = 0; i < SAN_CONN_PEEK_WALK && got < space &&
 		    (r = san_shm_ring_cons_peek(&c, &f)) == 0; i++) {
-		const uint8_t *src = NULL;
-		uint64_t len = 0, off = 0;
+		const uint8_t *src = NULL; /* a DATA payload, in the ring */
+		bool bulk = false;	   /* or a transfer's rest, at baddr of the peer's area */
+		uint64_t len = 0, off = 0, baddr = 0;
 
 		if (san_msg_decode(f.msg, f.len, SAN_CHAN_SESSION, c.max_msg, &m) < 0)
 			break;
@@ -853,21 +843,24 @@ static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size
 
 			if (!open || !xfer_rest_ok(s, &m, id, rest, mode, &addr, &len))
 				break;
-			src = s->bulk_rx + addr;
+			bulk = true;
+			baddr = addr;
 			off = xfer_off;
 			open = false;
 		} else if (m.type != SAN_T_HELLO && m.type != SAN_T_WRITE_GRANT &&
 			   m.type != SAN_T_CREDIT_UPDATE && m.type != SAN_T_KEEPALIVE) {
 			break;
 		}
-		if (src && len > off) {
+		if ((src || bulk) && len > off) {
 			size_t n = len - off < space - got ? (size_t)(len - off) : space - got;
 
-			if (iov)
-				iov_copy(iov, iovcnt, got, (void *)(src + off), n, true);
+			if (iov && bulk)
+				s->prov->bulk_copy(s, baddr + off, iov, iovcnt, got, n);
+			else if (iov)
+				san_conn_iov_copy(iov, iovcnt, got, (void *)(src + off), n, true);
 			got += n;
 		}
-		if (src && len < off)
+		if ((src || bulk) && len < off)
 			break; /* shrunk under a partial read: the reader will say so */
 		rx_off = 0; /* only the frames at the read cursor are partly read */
 		if (m.type != SAN_T_DATA)
@@ -966,7 +959,7 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 				return 1; /* a zero-length read only asks whether data is there */
 			if (n > space - got)
 				n = space - got;
-			iov_copy(iov, iovcnt, got, (void *)(pl + s->rx_off), n, true);
+			san_conn_iov_copy(iov, iovcnt, got, (void *)(pl + s->rx_off), n, true);
 			got += n;
 			if (flags & MSG_PEEK)
 				goto out;
@@ -1018,8 +1011,8 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			n = len - s->xfer_rx_off;
 			if (n > space - got)
 				n = space - got;
-			/* Straight from the shared area into the caller's buffer. */
-			iov_copy(iov, iovcnt, got, s->bulk_rx + addr + s->xfer_rx_off, n, true);
+			/* Straight from the peer's area into the caller's buffer. */
+			s->prov->bulk_copy(s, addr + s->xfer_rx_off, iov, iovcnt, got, n);
 			got += n;
 			if (flags & MSG_PEEK)
 				goto out;
@@ -1144,7 +1137,7 @@ int san_conn_tx_arm(struct san_sock *s, uint32_t need)
 		r = san_shm_ring_prod_arm(&s->txr, need ? need : SAN_HDR_LEN + SAN_CONN_CHUNK);
 	if (r != 0) {
 		san_shm_ring_prod_disarm(&s->txr);
-		unplug(s->ylocal);
+		san_sock_unplug(s->ylocal);
 		return 1;
 	}
 	return 0;
@@ -1155,7 +1148,7 @@ void san_conn_tx_disarm(struct san_sock *s)
 	pthread_mutex_lock(&s->lock);
 	if (s->txr.sh) {
 		san_shm_ring_prod_disarm(&s->txr);
-		unplug(s->ylocal);
+		san_sock_unplug(s->ylocal);
 	}
 	pthread_mutex_unlock(&s->lock);
 }

@@ -192,7 +192,7 @@ static void sock_new(int fd, int role)
 {
 	struct san_sock *s;
 
-	if (san_cfg.disable || san_cfg.provider == SAN_CFG_PROV_VERBS)
+	if (san_cfg.disable || !san_prov_any())
 		goto plain;
 	s = calloc(1, sizeof(*s));
 	if (!s)
@@ -257,7 +257,7 @@ void san_sock_on_connect(int fd)
 void san_sock_on_accept(int lfd, int fd)
 {
 	(void)lfd;
-	if (san_cfg.provider == SAN_CFG_PROV_VERBS)
+	if (!san_prov_any())
 		/* no provider of this build may carry it: no window, plain TCP at once */
 		san_sock_drop_fd(fd, false, SAN_FB_NO_PROVIDER);
 	else if (san_fd_get(fd))
@@ -266,8 +266,8 @@ void san_sock_on_accept(int lfd, int fd)
 
 void san_sock_on_listen(int fd)
 {
-	if (!san_cfg.disable && san_cfg.provider != SAN_CFG_PROV_VERBS)
-		san_up_listen(fd);
+	if (!san_cfg.disable)
+		san_prov_listen(fd);
 }
 
 /*
@@ -471,13 +471,17 @@ int san_sock_tx_wait_fd(int fd)
 	return x;
 }
 
-/* A zero-length message on Y makes X readable; a peer that is gone costs nothing. */
-void san_sock_ring_peer(struct san_sock *s)
+/* Take the plugs off an X by draining its Y (docs/engine.md §5): X is writable again. */
+void san_sock_unplug(int yfd)
 {
-	if (s->ypeer >= 0)
-		(void)san_sys_send(s->ypeer, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL);
+	char b[4096];
+
+	for (int i = 0; i < 16; i++)
+		if (san_sys_recv(yfd, b, sizeof(b), MSG_DONTWAIT) < 0)
+			break;
 }
 
+/* A zero-length message on Y makes X readable. */
 void san_sock_ring_self(struct san_sock *s)
 {
 	if (s->ylocal >= 0)
@@ -608,8 +612,14 @@ static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t max, s
 /* A's upgrade runs in the first data call; B's window may have closed. Lock held. */
 static void sock_before_io(struct san_sock *s)
 {
-	if (s->role == SAN_UP_ROLE_A && !s->attempted)
-		san_up_a_run(s);
+	if (s->role == SAN_UP_ROLE_A && !s->attempted) {
+		if (!s->prov)
+			s->prov = san_prov_for_a(s);
+		if (s->prov)
+			s->prov->propose(s);
+		else
+			san_sock_drop(s, SAN_FB_NO_PROVIDER);
+	}
 	else if (s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP &&
 		 s->tx == SK_TX_TCP && now_ns() > s->deadline_ns)
 		san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
@@ -684,13 +694,8 @@ void san_sock_check_anchor(struct san_sock *s)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_APP_RESET);
 	/* Readable and writable from now on: every waiter comes to hear the news. */
 	san_sock_ring_self(s);
-	if (s->ylocal >= 0) {
-		char plugs[4096];
-
-		for (int i = 0; i < 16; i++)
-			if (san_sys_recv(s->ylocal, plugs, sizeof(plugs), MSG_DONTWAIT) < 0)
-				break;
-	}
+	if (s->ylocal >= 0)
+		san_sock_unplug(s->ylocal);
 }
 
 /* Spin on the rings first: sleeping in the kernel costs more than a short wait (SPIN_US). */

@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 
 #include "core/san_owner.h"
+#include "core/san_prov.h"
 #include "core/san_shm_ring.h"
 #include "core/san_stage.h"
 
@@ -72,6 +73,7 @@ struct san_sock {
 	int ylocal;/* our copy of X's peer Y: lets us ring X ourselves */
 	int ypeer; /* the peer's Y: ring the peer, or drain its plugs */
 	pid_t peer_pid;
+	const struct san_prov_ops *prov; /* the provider carrying it, once an upgrade began */
 
 	void *map; /* the memfd mapping: two rings, two bulk areas */
 	size_t map_len;
@@ -197,8 +199,8 @@ int san_sock_swap(struct san_sock *s);
 void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason);
 void san_sock_reset_by_peer(struct san_sock *s, unsigned int reason);
 struct san_sock *san_sock_find_tuple(const struct san_tuple *t);
-void san_sock_ring_peer(struct san_sock *s);
 void san_sock_ring_self(struct san_sock *s);
+void san_sock_unplug(int yfd);
 void san_sock_epoll_rearm(struct san_sock *s);
 void san_sock_tx_mute(struct san_sock *s);
 void san_sock_tx_unmute(struct san_sock *s, bool restore);
@@ -221,6 +223,8 @@ void san_up_watch_tx(struct san_sock *s);
 /* san_conn.c: the SAN data path, lock held. */
 ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total,
 		      bool may_wait);
+void san_conn_iov_copy(const struct iovec *iov, int cnt, size_t off, void *buf, size_t n,
+		       bool to_iov);
 ssize_t san_conn_src_settle(struct san_sock *s, bool give_up);
 void san_conn_src_drop(struct san_sock *s);
 ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, int flags);

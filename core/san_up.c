@@ -215,9 +215,6 @@ void san_up_a_run(struct san_sock *s)
 	s->attempted = true;
 	if (s->ep_overflow || s->tcp_tx || s->tcp_rx)
 		return a_fallback(s, SAN_R_STATE);
-	/* SANSWITCH_PROVIDER=verbs: shm may not carry it, and this build has no verbs provider. */
-	if (san_cfg.provider == SAN_CFG_PROV_VERBS)
-		return a_fallback(s, SAN_FB_NO_PROVIDER);
 	if (r < 0 || san_sidechan_netns(&netns) < 0)
 		return a_fallback(s, SAN_FB_NO_PROVIDER);
 	if (san_fault(SAN_FAULT_SIDE_REFUSE))
@@ -377,8 +374,8 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 
 	if (p->ver_min > SAN_PROTO_VERSION || p->ver_max < SAN_PROTO_VERSION)
 		return SAN_R_VERSION;
-	if (p->provider != SAN_PROV_SHM || p->params_len != sizeof(prm) || rx->fd < 0 ||
-	    san_cfg.provider == SAN_CFG_PROV_VERBS)
+	if (san_prov_by_wire(p->provider) != &san_prov_shm || p->params_len != sizeof(prm) ||
+	    rx->fd < 0)
 		return SAN_R_PROVIDER;
 	memcpy(&prm, p->params, sizeof(prm));
 	t.local = p->dst;
@@ -411,6 +408,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	}
 	/* Pause the reader before ACCEPT exists (§9.2 rule 1): no receive runs past here. */
 	s->attempted = true;
+	s->prov = &san_prov_shm;
 	s->rx = SK_RX_PAUSED;
 	s->xfd = x;
 	s->ylocal = y;

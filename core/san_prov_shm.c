@@ -1,0 +1,45 @@
+/* core — the shm provider: processes of one host, over a shared memfd mapping. */
+#include <sys/socket.h>
+
+#include "core/san_prov.h"
+#include "core/san_sock.h"
+#include "core/san_sys.h"
+#include "proto/san_wire.h"
+
+/*
+ * On shm the peer is a process of this host and both map the connection's memfd: the rings
+ * and the bulk areas are shared memory, the peer's notification socket pair is shared too (we
+ * hold its Y), and the side channel is an AF_UNIX abstract socket (core/san_up.c,
+ * core/san_sidechan.c; protocol.md "Side channel and ownership proof (shm)", "shm provider").
+ */
+
+/* A zero-length message on the peer's Y makes its X readable; a peer that is gone costs nothing. */
+static void shm_ring_peer(struct san_sock *s)
+{
+	if (s->ypeer >= 0)
+		(void)san_sys_send(s->ypeer, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* The peer plugged its X when it found no room: taking the plugs off its Y wakes it. */
+static void shm_wake_producer(struct san_sock *s)
+{
+	if (s->ypeer >= 0)
+		san_sock_unplug(s->ypeer);
+}
+
+/* The peer's area is mapped here too: a copy, straight into the caller's buffer. */
+static void shm_bulk_copy(struct san_sock *s, uint64_t off, const struct iovec *iov, int iovcnt,
+			  size_t at, size_t n)
+{
+	san_conn_iov_copy(iov, iovcnt, at, s->bulk_rx + off, n, true);
+}
+
+const struct san_prov_ops san_prov_shm = {
+	.name = "shm",
+	.wire = SAN_PROV_SHM,
+	.listen = san_up_listen,
+	.propose = san_up_a_run,
+	.ring_peer = shm_ring_peer,
+	.wake_producer = shm_wake_producer,
+	.bulk_copy = shm_bulk_copy,
+};
