@@ -15,6 +15,7 @@
 	X(hash)            \
 	X(frame)           \
 	X(credit)          \
+	X(window)          \
 	X(bulk)            \
 	X(stage)           \
 	X(regcache)        \
