@@ -406,9 +406,10 @@ void san_sock_epoll_rearm(struct san_sock *s)
  * only in a receive, docs/engine.md §9). The TCP socket stays writable whatever the ring
  * holds, so once a nonblocking send found the ring full, a level-triggered wait for POLLOUT
  * on that number would return at once, again and again, until the peer frees room. Until
- * then (the engine watches X: san_up_watch_tx, fin_writable) the number's epoll
- * registrations leave EPOLLOUT out and our poll/select ask X for POLLOUT instead
- * (san_sock_tx_wait_fd). EPOLLONESHOT registrations are left alone here (a MOD would re-enable
+ * then the number's epoll registrations leave EPOLLOUT out and our poll/select ask X for
+ * POLLOUT instead (san_sock_tx_wait_fd). With registrations, the engine watches X and gives
+ * them EPOLLOUT back when room comes (san_up_watch_tx, fin_writable); without, X's own
+ * readiness is all poll/select need, and the next send that moves bytes unmutes. EPOLLONESHOT registrations are left alone here (a MOD would re-enable
  * one the application has not re-armed yet); the application's re-arm, through
  * san_sock_epoll_ctl, leaves EPOLLOUT out. Lock held.
  */
@@ -416,8 +417,8 @@ static int n_tx_mute; /* socks with tx_mute set: poll/select skip their scan at 
 
 void san_sock_tx_mute(struct san_sock *s)
 {
-	if (s->tx_mute || s->swapped || s->closing || !s->fw)
-		return; /* !fw: nobody would ever unmute it */
+	if (s->tx_mute || s->swapped || s->closing || (s->nep && !s->fw))
+		return; /* registrations but no watcher: nobody would give them EPOLLOUT back */
 	s->tx_mute = true;
 	__atomic_fetch_add(&n_tx_mute, 1, __ATOMIC_RELAXED);
 	(void)san_fd_set_flags(s->fd, SAN_FDF_TXMUTE, 0);
@@ -861,10 +862,15 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 				 * The application waits on the TCP fd, which stays writable: it
 				 * would get no new edge, and a level-triggered wait would spin.
 				 * Its waits take POLLOUT from X until the peer frees room; then the
-				 * engine re-arms its registrations (san_up_watch_tx).
+				 * engine re-arms its epoll registrations (san_up_watch_tx). Without
+				 * any, poll/select wait on X itself and the next send that moves
+				 * bytes unmutes: no engine round trip per full ring.
 				 */
-				san_up_watch_tx(s);
+				if (s->nep)
+					san_up_watch_tx(s);
 				san_sock_tx_mute(s);
+			} else if (r > 0 && s->tx_mute && !s->fw) {
+				san_sock_tx_unmute(s, true); /* room came: the TCP number's own POLLOUT */
 			}
 		}
 		pthread_mutex_unlock(&s->lock);
@@ -1269,10 +1275,12 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	pthread_mutex_lock(&s->lock);
 	if (s->tx_mute && op != EPOLL_CTL_DEL && ev && (ev->events & EPOLLOUT) && fd == s->fd &&
 	    !s->swapped) {
-		/* the ring is full: no EPOLLOUT until room comes (san_sock_tx_mute) */
+		/* the ring is full: no EPOLLOUT until room comes (san_sock_tx_mute), which the
+		 * engine watches for (it did not while only poll/select waited) */
 		kev = *ev;
 		kev.events &= ~(uint32_t)EPOLLOUT;
 		muted = true;
+		san_up_watch_tx(s);
 	}
 	r = san_sys_epoll_ctl(epfd, op, fd, muted ? &kev : ev);
 	if (r == 0 && op != EPOLL_CTL_DEL && ev && (ev->events & EPOLLET) && !s->want_edges) {
