@@ -5,6 +5,7 @@
 #   make demo            side-by-side demo: a program over kernel TCP, then under the switch
 #   make bench           benchmarks (kernel TCP vs preload, ratios; not pass/fail)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
+#   make rxe-check       build, then run tests/rxe/run in a Soft-RoCE qemu guest (scripts/rxe-vm)
 #
 # Sources are discovered per directory: every preload/*.c, core/*.c and proto/*.c goes into the
 # library; proto/ and core/ objects are also linked into the unit-test runner.
@@ -27,7 +28,12 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 
 PRELOAD_SRC := $(sort $(wildcard preload/*.c))
-CORE_SRC    := $(sort $(wildcard core/*.c))
+# core/san_verbs.c is the only file that needs libibverbs/librdmacm. Until the verbs provider is
+# wired into the library it is linked only into the tools that use it (build/sanverbs), so neither
+# libsanswitch.so nor the unit runner depend on rdma-core.
+VERBS_SRC   := core/san_verbs.c
+VERBS_LIBS  := -lrdmacm -libverbs
+CORE_SRC    := $(filter-out $(VERBS_SRC),$(sort $(wildcard core/*.c)))
 PROTO_SRC   := $(sort $(wildcard proto/*.c))
 UNIT_SRC    := $(sort $(wildcard tests/unit/*.c))
 TOOL_SRC    := $(sort $(wildcard tests/tools/*.c))
@@ -39,11 +45,17 @@ LIB_OBJ  := $(call obj,$(PRELOAD_SRC) $(CORE_SRC) $(PROTO_SRC))
 UNIT_LIB_OBJ := $(call obj,$(CORE_SRC) $(PROTO_SRC))
 UNIT_OBJ := $(call obj,$(UNIT_SRC))
 TOOLS    := $(patsubst tests/tools/%.c,$(B)/%,$(TOOL_SRC))
+# Without the rdma-core headers (libibverbs-dev, librdmacm-dev: scripts/install-deps) the verbs
+# tool is skipped, so `make` still builds everything else.
+HAVE_VERBS := $(shell printf '\043include <rdma/rdma_cma.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
+ifneq ($(HAVE_VERBS),1)
+TOOLS    := $(filter-out $(B)/sanverbs,$(TOOLS))
+endif
 SO       := $(B)/libsanswitch.so
 MAP      := preload/libsanswitch.map
 UNIT     := $(B)/check_unit
 
-.PHONY: all check unit e2e demo bench install uninstall clean deps format
+.PHONY: all check unit e2e demo bench install uninstall clean deps format rxe-check
 all: $(SO) $(TOOLS)
 
 $(B)/obj/%.o: %.c
@@ -57,6 +69,13 @@ $(SO): $(LIB_OBJ) $(MAP)
 $(B)/%: tests/tools/%.c
 	@mkdir -p $(B)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -lpthread
+
+# The verbs transport test tool: the transport, its pure helpers, logging.
+SANVERBS_OBJ := $(call obj,$(VERBS_SRC) core/san_vpool.c core/san_log.c core/san_fdtable.c \
+                proto/san_credit.c)
+$(B)/sanverbs: tests/tools/sanverbs.c $(SANVERBS_OBJ)
+	@mkdir -p $(B)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(SANVERBS_OBJ) $(VERBS_LIBS) -lpthread
 
 $(UNIT_OBJ): ALL_CFLAGS += $(CHECK_CFLAGS)
 $(UNIT): $(UNIT_OBJ) $(UNIT_LIB_OBJ)
@@ -72,6 +91,10 @@ check: deps
 
 e2e: all
 	@./tests/e2e/run
+
+# Needs scripts/rxe-vm's packages and cache (scripts/rxe-vm --install, once, as root).
+rxe-check: all
+	@./scripts/rxe-vm -- ./tests/rxe/run
 
 demo: deps
 	@$(MAKE) --no-print-directory all
@@ -97,7 +120,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard man/*.1)))
 
 format:
-	clang-format -i $(PRELOAD_SRC) $(CORE_SRC) $(PROTO_SRC) $(UNIT_SRC) $(TOOL_SRC) \
+	clang-format -i $(PRELOAD_SRC) $(CORE_SRC) $(VERBS_SRC) $(PROTO_SRC) $(UNIT_SRC) $(TOOL_SRC) \
 	    $(wildcard preload/*.h core/*.h proto/*.h tests/unit/*.h)
 
 clean:

@@ -1,0 +1,189 @@
+/* core — verbs transport: rdma_cm connection set-up and credit-controlled RC SEND messaging. */
+#ifndef SAN_VERBS_H
+#define SAN_VERBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The first layer of the verbs provider (docs/verbs.md): one RC QP per connection, set up with
+ * librdmacm in the RDMA_PS_TCP port space, moving opaque messages of at most max_msg bytes with
+ * SENDs into pre-posted receive slots (core/san_vpool.c books the slots of one registered area).
+ *
+ * Flow control is proto/san_credit.c, i.e. docs/protocol.md §11 verbatim: every message starts
+ * with a 4-byte transport header {type, 0, credits (16 bits, little endian)} where type is a
+ * session type (HELLO, DATA, CREDIT_UPDATE); each side's first message is a transport HELLO
+ * announcing its pool (N receive slots, return threshold T, max_msg); a message spends one credit,
+ * a delivered message's slot is re-posted at once and returned in the credits field of the next
+ * message, or in a CREDIT_UPDATE once T are pending. User messages are DATA class, so they never
+ * take the last T_peer + 1 credits and the updates always get through.
+ *
+ * Threading: none inside. A connection is used by one thread at a time (the caller's lock).
+ * Every function returns 0 or a count, or a negative errno; nothing aborts or prints except
+ * through core/san_log.h.
+ *
+ * Waiting: san_verbs_fd() is the completion channel's fd (O_NONBLOCK), for poll()/libev:
+ *
+ *     for (;;) {
+ *             san_verbs_poll(c, cb, arg);            // deliver, free slots, return credits
+ *             ...san_verbs_send() until -EAGAIN...
+ *             if (san_verbs_arm(c) > 0) continue;    // completions slipped in: no sleep
+ *             poll(fd readable); san_verbs_ack(c);
+ *     }
+ */
+
+struct san_verbs_listener;
+struct san_verbs_conn;
+
+/* Per-connection geometry; zeros take the defaults. */
+struct san_verbs_params {
+	uint32_t nrecv;	    /* N: receive slots posted for the peer (default 64) */
+	uint32_t threshold; /* T: credit-return threshold (default 16); 2 <= T, 2T + 1 <= N */
+	uint32_t nsend;	    /* S: send slots (default 64) */
+	uint32_t max_msg;   /* largest user message, bytes (default 4096 + 16) */
+	uint32_t nrdma;	    /* RDMA READ/WRITE work requests outstanding at most (default 16) */
+};
+
+#define SAN_VERBS_HDR 4		   /* transport header prepended to every message */
+#define SAN_VERBS_PDATA_CONNECT 56 /* private data the CM carries in a connect (RoCE/IB) */
+#define SAN_VERBS_PDATA_ACCEPT 196 /* ... and in an accept */
+#define SAN_VERBS_TIMEOUT_MS 500   /* default for address and route resolution */
+
+/*
+ * Passive side: bind @addr (numeric or name; NULL or "" = any) and @port, rdma_listen in
+ * RDMA_PS_TCP. 0 and *out, or -errno (-ENODEV: no RDMA device serves the address;
+ * -EADDRINUSE; -ENOSYS/-ENOENT when the host has no rdma_cm at all).
+ */
+int san_verbs_listen(const char *addr, uint16_t port, const struct san_verbs_params *params,
+		     struct san_verbs_listener **out);
+
+/* The listener's event-channel fd (O_NONBLOCK): readable when a connect request may wait. */
+int san_verbs_listener_fd(const struct san_verbs_listener *l);
+
+/*
+ * Take the next connect request within @timeout_ms (< 0: no limit; 0: only one already waiting):
+ * copy the initiator's private data into @pdata_in (capacity *pdata_in_len, at least
+ * SAN_VERBS_PDATA_CONNECT is advisable; on return *pdata_in_len = bytes the CM delivered: the CM
+ * pads to its fixed size, so the caller's format must carry its own length), set up the
+ * connection's resources, accept with @pdata_out (at most SAN_VERBS_PDATA_ACCEPT bytes) and wait
+ * for ESTABLISHED. 0 and *out; -ETIMEDOUT; -errno (the request is rejected or the half-made
+ * connection closed; the listener stays usable).
+ */
+int san_verbs_accept_next(struct san_verbs_listener *l, int timeout_ms, struct san_verbs_conn **out,
+			  void *pdata_in, size_t *pdata_in_len, const void *pdata_out,
+			  size_t pdata_out_len);
+
+void san_verbs_listener_close(struct san_verbs_listener *l);
+
+/*
+ * Active side: resolve @addr:@port (address and route, each within min(timeout_ms, remaining)),
+ * set up, connect with @pdata (at most SAN_VERBS_PDATA_CONNECT bytes), wait for ESTABLISHED
+ * within @timeout_ms overall (< 0: SAN_VERBS_TIMEOUT_MS for resolution, no limit after). The
+ * acceptor's private data lands in @reply (capacity *reply_len; padded by the CM as above).
+ * 0 and *out, or -ECONNREFUSED (rejected: nobody listens there, or the peer refused),
+ * -EHOSTUNREACH / -ENETUNREACH (address, route or peer unreachable), -ETIMEDOUT, -errno.
+ */
+int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_params *params,
+		      const void *pdata, size_t pdata_len, int timeout_ms,
+		      struct san_verbs_conn **out, void *reply, size_t *reply_len);
+
+/* The completion channel's fd (O_NONBLOCK), to be watched for readability. */
+int san_verbs_fd(const struct san_verbs_conn *c);
+
+/* The CM event channel's fd of this connection (O_NONBLOCK): readable on DISCONNECTED etc. */
+int san_verbs_cm_fd(const struct san_verbs_conn *c);
+
+/*
+ * Send one message of @len (1 .. peer's max_msg) bytes: copied into a send slot, so @msg may
+ * be reused at once; IBV_SEND_INLINE when it fits the QP's max_inline_data. 0, -EAGAIN (no
+ * credit — the peer's HELLO has not come yet, or its slots are full — or no free send slot),
+ * -EMSGSIZE, -ECONNRESET (the connection broke), -EPIPE (after san_verbs_close started).
+ */
+int san_verbs_send(struct san_verbs_conn *c, const void *msg, size_t len);
+
+/* Would san_verbs_send() of one message be accepted now (credit and send slot)? */
+int san_verbs_can_send(const struct san_verbs_conn *c);
+
+/*
+ * Delivered messages: @msg points into the receive slot, valid only during the call (the slot is
+ * re-posted when the callback returns). A non-zero return stops san_verbs_poll, which returns it.
+ */
+typedef int (*san_verbs_msg_cb)(void *arg, const void *msg, size_t len);
+
+/*
+ * Drain the CQ (and the connection's CM events): receive completions deliver then re-post,
+ * send completions free their slots, pending credits go back in a CREDIT_UPDATE when due.
+ * Returns the number of completions handled (> 0: something changed — a message, credits, a free
+ * send slot, an RDMA completion — so retry what waited), the callback's non-zero return, or
+ * -ECONNRESET once a completion failed or the peer disconnected (every later call too), -EPROTO
+ * when the peer broke the credit rules or sent a malformed message.
+ */
+int san_verbs_poll(struct san_verbs_conn *c, san_verbs_msg_cb cb, void *arg);
+
+/*
+ * Ask for the next completion event, then look at the CQ once more (the race between the last
+ * poll and the request). 1: completions are waiting (call san_verbs_poll, do not sleep); 0: armed,
+ * safe to sleep on san_verbs_fd(); -errno.
+ */
+int san_verbs_arm(struct san_verbs_conn *c);
+
+/* The fd was readable: take and acknowledge the channel's events. Their count, or -errno. */
+int san_verbs_ack(struct san_verbs_conn *c);
+
+/*
+ * Bulk: RDMA READ and WRITE between registered regions (docs/verbs.md §4). A region belongs to
+ * the connection's protection domain; its address and rkey travel in the caller's messages.
+ */
+enum {
+	SAN_VERBS_REMOTE_READ = 1,  /* the peer may RDMA READ the region */
+	SAN_VERBS_REMOTE_WRITE = 2, /* the peer may RDMA WRITE into it */
+};
+
+struct san_verbs_region {
+	void *addr;
+	size_t len;
+	uint32_t lkey, rkey;
+	void *mr; /* the struct ibv_mr */
+};
+
+/* Register [addr, addr + len) for local writes and @access (SAN_VERBS_REMOTE_*). 0 or -errno
+ * (-ENOMEM/-EPERM: RLIMIT_MEMLOCK, -EFAULT: not mapped). */
+int san_verbs_reg(struct san_verbs_conn *c, void *addr, size_t len, unsigned int access,
+		  struct san_verbs_region *r);
+/* Deregister (r->mr NULL: nothing). No READ/WRITE using it may be outstanding. */
+void san_verbs_dereg(struct san_verbs_region *r);
+
+/* A READ or WRITE completed: status 0, or -ECONNRESET when it failed (the connection is broken
+ * then: every other outstanding one reports the same). Called from san_verbs_poll. */
+typedef void (*san_verbs_rdma_cb)(void *arg, uint64_t cookie, int status);
+void san_verbs_set_rdma_cb(struct san_verbs_conn *c, san_verbs_rdma_cb cb, void *arg);
+
+/*
+ * Post an RDMA READ of @len bytes from the peer's (@raddr, @rkey) into @local at @off, or an
+ * RDMA WRITE of @local's [@off, @off + @len) there. Completion through san_verbs_poll's rdma
+ * callback with @cookie. 0, -EAGAIN (nrdma outstanding), -EINVAL (outside @local), -ECONNRESET.
+ * A SEND posted after a WRITE reaches the peer after the written bytes (RC ordering).
+ */
+int san_verbs_read(struct san_verbs_conn *c, const struct san_verbs_region *local, size_t off,
+		   uint64_t raddr, uint32_t rkey, size_t len, uint64_t cookie);
+int san_verbs_write(struct san_verbs_conn *c, const struct san_verbs_region *local, size_t off,
+		    uint64_t raddr, uint32_t rkey, size_t len, uint64_t cookie);
+
+/* Counters and parameters, for tools and tests. */
+struct san_verbs_info {
+	uint32_t max_inline;   /* the QP's max_inline_data */
+	uint32_t peer_max_msg; /* from the peer's HELLO; 0 before */
+	uint32_t tx_credits;   /* credits now */
+	uint32_t sends_busy;   /* send slots in flight */
+	uint64_t msgs_tx, msgs_rx, updates_tx, updates_rx, inline_tx;
+	uint64_t credit_waits; /* san_verbs_send calls refused for lack of credit */
+	uint32_t rdma_busy;    /* READs/WRITEs outstanding */
+	uint32_t rd_atom;      /* RDMA READs the QP may have in flight (initiator depth) */
+	char dev[64];	       /* the device's name */
+};
+void san_verbs_get_info(const struct san_verbs_conn *c, struct san_verbs_info *info);
+
+/* Disconnect, drain, destroy everything; NULL and half-set-up connections are fine. */
+void san_verbs_close(struct san_verbs_conn *c);
+
+#endif /* SAN_VERBS_H */
