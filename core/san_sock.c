@@ -392,12 +392,16 @@ void san_sock_release_y(struct san_sock *s)
  * The receive side left PAUSED: a nonblocking reader may have been told EAGAIN meanwhile
  * while bytes (data, or the MARK) already sat in the TCP socket, and with EPOLLET no new edge
  * would come. EPOLL_CTL_MOD with the same events makes epoll look again and report what is
- * ready. poll/select callers ask again by themselves. Lock held.
+ * ready. poll/select callers ask again by themselves. EPOLLONESHOT registrations are left
+ * alone: one the application has not re-armed yet must stay disabled (a MOD would enable it,
+ * and a second thread could get the fd while the first still handles it), and its own re-arm
+ * makes epoll look again anyway. Lock held.
  */
 void san_sock_epoll_rearm(struct san_sock *s)
 {
 	for (int i = 0; i < s->nep; i++)
-		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &s->ep[i].ev);
+		if (!(s->ep[i].ev.events & EPOLLONESHOT))
+			(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &s->ep[i].ev);
 }
 
 /*
