@@ -190,6 +190,8 @@ int san_sock_tx_wait_fd(int fd);
 bool san_sock_any_tx_mute(void);
 /* Wait hint: spin on switched connections before a blocking wait (microseconds). */
 unsigned int san_sock_spin_us(void);
+/* A spin ended: it found something (true) or ran out (false); adapts san_sock_spin_us(). */
+void san_sock_spin_result(bool found);
 
 /* Internal to core/: the registry and the pieces the upgrade and the data path share. */
 void san_sock_drop(struct san_sock *s, unsigned int reason);

@@ -42,7 +42,20 @@ uint64_t san_route_spin_until(int timeout_ms)
 	return mono_ns() + (uint64_t)us * 1000u;
 }
 
+/* Still spinning? A spin that runs out is reported: the next ones get shorter. */
 bool san_route_spinning(uint64_t until)
 {
-	return until && mono_ns() < until;
+	if (!until)
+		return false;
+	if (mono_ns() < until)
+		return true;
+	san_sock_spin_result(false);
+	return false;
+}
+
+/* The spin found something before it ran out. */
+void san_route_spin_found(uint64_t until)
+{
+	if (until)
+		san_sock_spin_result(true);
 }

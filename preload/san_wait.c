@@ -19,8 +19,10 @@
 			uint64_t san_until_ = san_route_spin_until(timeout_ms); \
 			while (san_route_spinning(san_until_)) {             \
 				int san_r_ = (call);                         \
-				if (san_r_ != 0)                             \
+				if (san_r_ != 0) {                           \
+					san_route_spin_found(san_until_);    \
 					return san_r_;                       \
+				}                                            \
 			}                                                    \
 		}                                                            \
 	} while (0)
@@ -141,6 +143,8 @@ static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 
 		while (r == 0 && san_route_spinning(until))
 			r = pcall_real(c, x.f, x.n, true, chk);
+		if (r != 0)
+			san_route_spin_found(until);
 	}
 	if (r == 0)
 		r = pcall_real(c, x.f, x.n, false, chk);
@@ -314,8 +318,10 @@ SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds
 			struct timeval z = { 0, 0 };
 			int r = SAN_REAL(select)(nfds, rfds, wfds, efds, &z);
 
-			if (r != 0)
+			if (r != 0) {
+				san_route_spin_found(until);
 				return r;
+			}
 			sets_restore(&saved, nfds, rfds, wfds, efds);
 		}
 	}
@@ -341,8 +347,10 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 			struct timespec z = { 0, 0 };
 			int r = SAN_REAL(pselect)(nfds, rfds, wfds, efds, &z, sigmask);
 
-			if (r != 0)
+			if (r != 0) {
+				san_route_spin_found(until);
 				return r;
+			}
 			sets_restore(&saved, nfds, rfds, wfds, efds);
 		}
 	}

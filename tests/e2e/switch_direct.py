@@ -168,9 +168,12 @@ def c_small_buffer():
 
 def enobufs():
     """Under SANSWITCH_FAULT=reg_fail,alloc_fail: a blocking send of 200 KiB to a receiver asleep
-    with 64 KiB moves 64 KiB directly, then the rest finds no memory (ENOBUFS): the send returns
-    short. An EPOLLET waiter must then get an EPOLLOUT edge, as TCP gives one when room comes
-    (before the fix it waited for ever); the rest goes in 4 KiB pieces (inline), all intact."""
+    with 64 KiB moves 64 KiB directly (or 128 KiB, 192 KiB: the receiver may come back for more
+    before the send's next round, depending on the scheduler; those go by a direct write again or
+    by a direct read of the sender's buffer, neither needs memory), then the rest finds no
+    memory (ENOBUFS): the send returns short. An EPOLLET waiter must then get an EPOLLOUT edge, as
+    TCP gives one when room comes (before the fix it waited for ever); the rest goes in 4 KiB
+    pieces (inline, never direct), all intact."""
     a, b = mkpair()
     ep = select.epoll()
     ep.register(a, select.EPOLLOUT | select.EPOLLET)
@@ -178,12 +181,14 @@ def enobufs():
     msg = rnd.randbytes(200 * 1024)
     r = start_reader(b, len(msg), 64 * 1024)
     n = a.send(msg)
-    print("case enobufs.short_send: %s" % ("ok" if n == 64 * 1024 else "%d bytes" % n))
+    short_ok = 0 < n < len(msg) and n % (64 * 1024) == 0
+    print("case enobufs.short_send: %s" % ("ok %d bytes" % n if short_ok else "%d bytes" % n))
     ev = ep.poll(2)
     print("case enobufs.edge: %s" % ("ok" if any(e & select.EPOLLOUT for _, e in ev)
                                      else "NO EPOLLOUT EDGE"))
-    if n != 64 * 1024 or not any(e & select.EPOLLOUT for _, e in ev):
+    if not short_ok or not any(e & select.EPOLLOUT for _, e in ev):
         failed.append("enobufs")
+    direct = n
     while n < len(msg):
         n += a.send(msg[n:n + 4096])
     r.join(30)
@@ -192,7 +197,7 @@ def enobufs():
     a.close()
     b.close()
     print("pairs 1")
-    print("direct %d %d" % (64 * 1024, 64 * 1024))
+    print("direct %d %d" % (64 * 1024, direct))
 
 
 def main():

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +29,21 @@
 #else
 #define cpu_relax() __asm__ __volatile__("" ::: "memory")
 #endif
+
+/*
+ * Lock-step tests wait for the other thread's step. Spinning alone is fast when each thread has
+ * a CPU, but when both share one (a busy machine: CI running beside a qemu guest) the waiter
+ * would burn its whole time slice every round; after a short spin it yields.
+ */
+static void wait_step(atomic_uint *step, unsigned int target)
+{
+	for (unsigned int n = 0; atomic_load(step) < target; n++) {
+		if (n < 1000)
+			cpu_relax();
+		else
+			sched_yield();
+	}
+}
 
 
 /* ---- helpers ------------------------------------------------------------------------------- */
@@ -677,8 +693,7 @@ static void *slot_claimer(void *arg)
 	struct slot_race *r = arg;
 
 	for (int i = 0; i < r->rounds; i++) {
-		while (atomic_load(&r->step) != 2u * (unsigned)i + 1)
-			cpu_relax();
+		wait_step(&r->step, 2u * (unsigned)i + 1);
 		r->claims += r->claim(r);
 		atomic_fetch_add(&r->step, 1);
 	}
@@ -700,8 +715,7 @@ static void run_slot_race(struct slot_race *r)
 		for (int k = 0; k < (i & 63); k++)
 			cpu_relax();
 		won = r->withdraw(r, id);
-		while (atomic_load(&r->step) != 2u * (unsigned)i + 2)
-			cpu_relax();
+		wait_step(&r->step, 2u * (unsigned)i + 2);
 		if (won && r->claims != before)
 			r->both++;
 		if (!won && r->claims == before)
@@ -919,8 +933,7 @@ static void litmus_barrier(struct litmus *l, unsigned int *mine)
 	unsigned int target = ++*mine * 2;
 
 	atomic_fetch_add(&l->step, 1);
-	while (atomic_load(&l->step) < target)
-		cpu_relax();
+	wait_step(&l->step, target);
 }
 
 static void *litmus_producer(void *arg)
