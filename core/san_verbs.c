@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <infiniband/verbs.h>
@@ -59,6 +60,12 @@ struct san_verbs_conn {
 	struct ibv_wc wc[WC_BATCH];
 	int nwc, iwc; /* polled completions not yet processed: wc[iwc .. nwc) */
 	uint64_t msgs_tx, msgs_rx, updates_tx, updates_rx, inline_tx, credit_waits;
+	/* Held receive slots (san_verbs_hold/release): cur is the slot being delivered to the
+	 * callback (-1 outside it), cur_held whether the callback kept it. */
+	int64_t cur;
+	bool cur_held;
+	uint32_t nheld;
+	uint64_t holds, releases;
 	/* RDMA READ/WRITE: nrdma entries; rdma_free is a stack of free entries. */
 	uint64_t *rdma_cookie;
 	uint32_t *rdma_free;
@@ -311,9 +318,20 @@ static int conn_setup(struct san_verbs_conn *c, struct rdma_cm_id *id)
 	memset(c->area, 0, c->area_len);
 	c->mr = ibv_reg_mr(c->pd, c->area, c->area_len, IBV_ACCESS_LOCAL_WRITE);
 	if (!c->mr) {
+		char lim[32] = "?";
+		struct rlimit rl;
+
 		rc = neg_errno(ENOMEM);
-		san_warn("verbs: cannot register %zu bytes of control slots: %s (ulimit -l?)",
-			 c->area_len, strerror(-rc));
+		if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+			if (rl.rlim_cur == RLIM_INFINITY)
+				snprintf(lim, sizeof(lim), "unlimited");
+			else
+				snprintf(lim, sizeof(lim), "%llu KiB",
+					 (unsigned long long)rl.rlim_cur / 1024);
+		}
+		san_warn("verbs: cannot register %zu bytes of control slots: %s "
+			 "(RLIMIT_MEMLOCK %s; raise ulimit -l)",
+			 c->area_len, strerror(-rc), lim);
 		return rc;
 	}
 	rc = san_vpool_init(&c->pool, c->area, c->area_len, c->slot_size, c->p.nrecv, c->p.nsend);
@@ -498,8 +516,14 @@ static int on_recv(struct san_verbs_conn *c, const struct ibv_wc *wc, san_verbs_
 		c->updates_rx++;
 	} else {
 		c->msgs_rx++;
-		if (cb)
+		if (cb) {
+			c->cur = (int64_t)idx;
+			c->cur_held = false;
 			ret = cb(arg, m + SAN_VERBS_HDR, len - SAN_VERBS_HDR);
+			c->cur = -1;
+			if (c->cur_held) /* kept: san_verbs_release re-posts it */
+				return c->err ? c->err : ret;
+		}
 	}
 	/* Done with the slot: re-post it at once, and owe the peer its credit. */
 	rc = san_vpool_recv_repost(&c->pool, idx);
@@ -610,6 +634,48 @@ int san_verbs_poll(struct san_verbs_conn *c, san_verbs_msg_cb cb, void *arg)
 	return done;
 }
 
+int san_verbs_hold(struct san_verbs_conn *c)
+{
+	if (!c || c->cur < 0)
+		return -EINVAL;
+	if (!c->cur_held) {
+		c->cur_held = true;
+		c->nheld++;
+		c->holds++;
+	}
+	return (int)c->cur;
+}
+
+int san_verbs_release(struct san_verbs_conn *c, int64_t slot)
+{
+	int rc;
+
+	if (!c || !c->pool_ok || slot < 0 || (uint64_t)slot >= c->p.nrecv)
+		return -EINVAL;
+	/* A HELD slot that is not the application's is the one being delivered, not yet kept. */
+	if (san_vpool_state(&c->pool, (uint64_t)slot) != SAN_VPOOL_RECV_HELD ||
+	    (slot == c->cur && !c->cur_held) || c->nheld == 0)
+		return -EALREADY;
+	rc = san_vpool_recv_repost(&c->pool, (uint64_t)slot);
+	if (rc < 0)
+		return rc;
+	c->nheld--;
+	c->releases++;
+	if (c->err)
+		return 0; /* the QP is gone: nothing to post, nobody to return credits to */
+	rc = post_recv(c, (uint32_t)slot);
+	if (rc < 0)
+		return broken(c, -ECONNRESET, "re-posting a released receive failed");
+	san_credit_slots_freed(&c->cr, 1);
+	/* The application may be idle now: return the credits without waiting for a poll. */
+	if (san_should_return_credits(&c->cr)) {
+		rc = send_msg(c, SAN_T_CREDIT_UPDATE, NULL, 0);
+		if (rc < 0 && rc != -EAGAIN)
+			return rc;
+	}
+	return 0;
+}
+
 int san_verbs_arm(struct san_verbs_conn *c)
 {
 	int rc, n;
@@ -671,6 +737,9 @@ void san_verbs_get_info(const struct san_verbs_conn *c, struct san_verbs_info *i
 	info->updates_rx = c->updates_rx;
 	info->inline_tx = c->inline_tx;
 	info->credit_waits = c->credit_waits;
+	info->rx_held = c->nheld;
+	info->holds = c->holds;
+	info->releases = c->releases;
 	info->rdma_busy = c->rdma_cookie ? c->p.nrdma - c->rdma_nfree : 0;
 	info->rd_atom = c->rd_atom;
 	if (c->id && c->id->verbs)
@@ -781,6 +850,7 @@ static struct san_verbs_conn *conn_new(const struct san_verbs_params *p)
 	if (!c)
 		return NULL;
 	c->p = *p;
+	c->cur = -1;
 	c->ech = rdma_create_event_channel();
 	if (!c->ech || set_nonblock(c->ech->fd) < 0) {
 		san_verbs_close(c);

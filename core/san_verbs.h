@@ -14,9 +14,22 @@
  * with a 4-byte transport header {type, 0, credits (16 bits, little endian)} where type is a
  * session type (HELLO, DATA, CREDIT_UPDATE); each side's first message is a transport HELLO
  * announcing its pool (N receive slots, return threshold T, max_msg); a message spends one credit,
- * a delivered message's slot is re-posted at once and returned in the credits field of the next
- * message, or in a CREDIT_UPDATE once T are pending. User messages are DATA class, so they never
- * take the last T_peer + 1 credits and the updates always get through.
+ * a delivered message's slot is re-posted when the receiver is done with it (at once, or when the
+ * application releases a slot it held: san_verbs_hold/san_verbs_release, §11.1 "Freeing") and
+ * returned in the credits field of the next message, or in a CREDIT_UPDATE once T are pending.
+ * User messages are DATA class, so they never take the last T_peer + 1 credits and the updates
+ * always get through. While the receiver holds slots its peer has fewer credits; holding more than
+ * N - T - 2 stops the peer's DATA until some are released (the receiver's own choice).
+ *
+ * Several connections per listener: san_verbs_accept_next may be called again and again; each
+ * connection has its own CM channel, PD, CQ, QP and registered area, so connections are
+ * independent and may be driven by different threads, one thread per connection at a time.
+ *
+ * Memory: each connection registers (pins) (N + S) slots of max_msg + 4 bytes rounded up to 64
+ * (about 520 KiB with the defaults), counted against RLIMIT_MEMLOCK unless the process has
+ * CAP_IPC_LOCK (root usually has: then no limit applies, on rxe as on hardware). Too low a limit
+ * makes set-up fail with the errno of ibv_reg_mr (-ENOMEM, or -EPERM), a warning naming the limit,
+ * and everything set up so far undone; the listener is unaffected.
  *
  * Threading: none inside. A connection is used by one thread at a time (the caller's lock).
  * Every function returns 0 or a count, or a negative errno; nothing aborts or prints except
@@ -106,16 +119,36 @@ int san_verbs_can_send(const struct san_verbs_conn *c);
 
 /*
  * Delivered messages: @msg points into the receive slot, valid only during the call (the slot is
- * re-posted when the callback returns). A non-zero return stops san_verbs_poll, which returns it.
+ * re-posted when the callback returns) unless the callback calls san_verbs_hold(). A non-zero
+ * return stops san_verbs_poll, which returns it (a held slot stays held).
  */
 typedef int (*san_verbs_msg_cb)(void *arg, const void *msg, size_t len);
+
+/*
+ * From inside the message callback only: keep the slot of the message being delivered. @msg then
+ * stays valid (the peer cannot overwrite it) until san_verbs_release(c, handle) or
+ * san_verbs_close; its credit goes back to the peer only on release. Returns the slot's handle
+ * (>= 0; calling it twice returns the same), or -EINVAL outside a callback of @c.
+ */
+int san_verbs_hold(struct san_verbs_conn *c);
+
+/*
+ * Give back a held slot: it is re-posted at once and counted as freed, so its credit returns in
+ * the next message or, once T are pending, in a CREDIT_UPDATE sent from here (or from the next
+ * san_verbs_poll when no send slot is free). Any order, any time, also from inside a callback.
+ * 0; -EINVAL (not a receive slot's handle); -EALREADY (the slot is not held: released twice, or
+ * never kept); -ECONNRESET when re-posting failed. On a broken connection it only does the books
+ * (0).
+ */
+int san_verbs_release(struct san_verbs_conn *c, int64_t slot);
 
 /*
  * Drain the CQ (and the connection's CM events): receive completions deliver then re-post,
  * send completions free their slots, pending credits go back in a CREDIT_UPDATE when due.
  * Returns the number of completions handled (> 0: something changed — a message, credits, a free
  * send slot, an RDMA completion — so retry what waited), the callback's non-zero return, or
- * -ECONNRESET once a completion failed or the peer disconnected (every later call too), -EPROTO
+ * -ECONNRESET once a completion failed or the peer disconnected (every later call too: messages
+ * that arrived before the disconnect are delivered first, by the same call), -EPROTO
  * when the peer broke the credit rules or sent a malformed message.
  */
 int san_verbs_poll(struct san_verbs_conn *c, san_verbs_msg_cb cb, void *arg);
@@ -177,13 +210,17 @@ struct san_verbs_info {
 	uint32_t sends_busy;   /* send slots in flight */
 	uint64_t msgs_tx, msgs_rx, updates_tx, updates_rx, inline_tx;
 	uint64_t credit_waits; /* san_verbs_send calls refused for lack of credit */
+	uint32_t rx_held;      /* receive slots the application holds now */
+	uint64_t holds;	       /* slots kept by san_verbs_hold, so far */
+	uint64_t releases;     /* ... and given back by san_verbs_release */
 	uint32_t rdma_busy;    /* READs/WRITEs outstanding */
 	uint32_t rd_atom;      /* RDMA READs the QP may have in flight (initiator depth) */
 	char dev[64];	       /* the device's name */
 };
 void san_verbs_get_info(const struct san_verbs_conn *c, struct san_verbs_info *info);
 
-/* Disconnect, drain, destroy everything; NULL and half-set-up connections are fine. */
+/* Disconnect, drain, destroy everything; NULL and half-set-up connections are fine. Held slots
+ * go with it: their message pointers are invalid afterwards. */
 void san_verbs_close(struct san_verbs_conn *c);
 
 #endif /* SAN_VERBS_H */
