@@ -512,8 +512,13 @@ ssize_t san_conn_src_settle(struct san_sock *s, bool give_up)
 	uint64_t got = 0;
 	int st;
 
-	if (!s->src_out)
-		return 0;
+	if (!s->src_out) {
+		/* another thread settled it (close, exec): the offering send's result is kept */
+		ssize_t r = s->src_res_pending ? s->src_res : 0;
+
+		s->src_res_pending = false;
+		return r;
+	}
 	st = san_shm_ring_src_settle(&s->txr, s->src_id, s->src_len, give_up, &got);
 	if (st == SAN_SHM_SRC_OFFERED || (st == SAN_SHM_SRC_CLAIMED && !s->anchor_dead))
 		return -EINPROGRESS;
@@ -540,22 +545,39 @@ ssize_t san_conn_src_settle(struct san_sock *s, bool give_up)
 }
 
 /*
- * No more offers (exec, close): take ours back; one being read is waited for, at most 2 s.
- * Lock held; dropped while waiting.
+ * No more offers (exec, close, from another thread than the offering send): take ours back;
+ * one being read is waited for, at most 2 s. What the settle finds is kept for the offering
+ * send (san_conn_src_settle gives it the count the peer read, or the error), so that it neither
+ * sends the bytes again nor reports a failure for bytes the peer has. A peer that claimed and
+ * did not answer in 2 s (stopped mid-read) resets the connection. Lock held; dropped while
+ * waiting.
  */
 void san_conn_src_drop(struct san_sock *s)
 {
 	s->src_off = true;
-	for (int i = 0; i < 2000 && san_conn_src_settle(s, true) == -EINPROGRESS; i++) {
+	for (int i = 0; s->src_out; i++) {
 		struct pollfd p = { san_sock_x_own(s), POLLOUT, 0 }; /* the report unplugs X */
+		ssize_t r;
 
+		if (i == 2000) {
+			san_warn("fd %d: the peer claimed a send buffer and did not answer in 2 s",
+				 s->fd);
+			s->src_out = false;
+			s->src_res = -ECONNRESET;
+			s->src_res_pending = true;
+			san_sock_reset_locked(s, -ECONNRESET, SAN_R_TIMEOUT);
+			return;
+		}
+		r = san_conn_src_settle(s, true);
+		if (r != -EINPROGRESS) {
+			s->src_res = r;
+			s->src_res_pending = r != 0;
+			return;
+		}
 		pthread_mutex_unlock(&s->lock);
 		(void)san_sys_poll(&p, 1, 1);
-		pthread_mutex_lock(&s->lock);
+		pthread_mutex_lock(&s->lock); /* the offering send may have settled it meanwhile */
 	}
-	if (s->src_out)
-		san_warn("fd %d: the peer claimed a send buffer and did not answer in 2 s", s->fd);
-	s->src_out = false;
 }
 
 ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total,
@@ -914,7 +936,7 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 					return 1;
 				break;
 			}
-			n = src_read(s, &s->rxr, iov, iovcnt, space, false);
+			n = src_read(s, &s->rxr, iov, iovcnt, space, (flags & MSG_PEEK) != 0);
 			if (n < 0)
 				return san_sock_take_err(s, 0);
 			got = (size_t)n;

@@ -413,9 +413,11 @@ void san_sock_epoll_rearm(struct san_sock *s)
  * then the number's epoll registrations leave EPOLLOUT out and our poll/select ask X for
  * POLLOUT instead (san_sock_tx_wait_fd). With registrations, the engine watches X and gives
  * them EPOLLOUT back when room comes (san_up_watch_tx, fin_writable); without, X's own
- * readiness is all poll/select need, and the next send that moves bytes unmutes. EPOLLONESHOT registrations are left alone here (a MOD would re-enable
- * one the application has not re-armed yet); the application's re-arm, through
- * san_sock_epoll_ctl, leaves EPOLLOUT out. Lock held.
+ * readiness is all poll/select need, and the next send that moves bytes unmutes.
+ * EPOLLONESHOT registrations are never muted: giving EPOLLOUT back would take a MOD, which
+ * re-enables one that has fired since (another thread would get the fd while the first still
+ * handles it); such a sender re-arms and retries while the ring is full, as it would on TCP's
+ * writability. Lock held.
  */
 static int n_tx_mute; /* socks with tx_mute set: poll/select skip their scan at 0 */
 
@@ -711,14 +713,17 @@ static bool spin_for(struct san_sock *s)
 
 	if (!us)
 		return false;
-	do {
+	for (bool spun = false;; spun = true) {
 		if (san_conn_rx_ready(s) || __atomic_load_n(&s->err, __ATOMIC_RELAXED) ||
 		    s->anchor_dead) {
-			san_sock_spin_result(true);
+			if (spun) /* ready at once says nothing about waiting */
+				san_sock_spin_result(true);
 			return true;
 		}
 		__builtin_ia32_pause();
-	} while (now_ns() < end);
+		if (now_ns() >= end)
+			break;
+	}
 	san_sock_spin_result(false);
 	return false;
 }
@@ -844,10 +849,14 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 				r = src_wait(s);
 				src_tried = r == 0;
 				need_wait = -1; /* the rest (or all, not taken) at once */
-			} else if (r == -EAGAIN && s->src_out && !nb) {
-				/* another thread's send is being read: wait until it is settled */
-				pthread_cond_wait(&s->cond, &s->lock);
-				need_wait = -1;
+			} else if (r == -EAGAIN && s->src_out) {
+				/*
+				 * Another thread's send is being read: wait until it is settled.
+				 * X stays plugged until then, so a nonblocking caller's poll agrees.
+				 */
+				if (!nb)
+					pthread_cond_wait(&s->cond, &s->lock);
+				need_wait = nb ? -2 : -1;
 			}
 			if (r == -ECONNRESET && s->err)
 				s->err_told = true; /* this call reports it */
@@ -860,8 +869,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			 */
 			if (r > 0 && nb && (size_t)r < total - done && s->swapped)
 				(void)san_conn_tx_arm(s, 0);
-			if (r == -EAGAIN && need_wait == -1)
-				; /* settled meanwhile: retry */
+			if (r == -EAGAIN && need_wait < 0)
+				; /* settled meanwhile (retry), or nonblocking behind an offer (EAGAIN) */
 			else if (r == -EAGAIN && san_conn_tx_arm(s, 0) == 1)
 				need_wait = -1; /* space now: retry at once */
 			else if (r == -EAGAIN && nb && !s->swapped) {
@@ -1280,8 +1289,8 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!s)
 		return SAN_PASS;
 	pthread_mutex_lock(&s->lock);
-	if (s->tx_mute && op != EPOLL_CTL_DEL && ev && (ev->events & EPOLLOUT) && fd == s->fd &&
-	    !s->swapped) {
+	if (s->tx_mute && op != EPOLL_CTL_DEL && ev && (ev->events & EPOLLOUT) &&
+	    !(ev->events & EPOLLONESHOT) && fd == s->fd && !s->swapped) {
 		/* the ring is full: no EPOLLOUT until room comes (san_sock_tx_mute), which the
 		 * engine watches for (it did not while only poll/select waited) */
 		kev = *ev;
@@ -1444,6 +1453,12 @@ static bool settle_for_exec(int fd, bool switched)
 		return switched;
 	pthread_mutex_lock(&s->lock);
 	san = switched || s->committed;
+	if (s->orphan) {
+		/* a fork child's copy: the slots and the plugs are the parent's */
+		pthread_mutex_unlock(&s->lock);
+		san_sock_put(s);
+		return san;
+	}
 	if (s->rxr.sh)
 		san_conn_direct_drop(s);
 	/* another thread's send offered its buffer: the new program's memory is not it */
@@ -1504,6 +1519,8 @@ void san_sock_atfork_child(void)
 		if (s->committed || s->swapped) {
 			s->orphan = true;
 			s->err = -ECONNRESET;
+			/* the offers in the shared slots are the parent's: never settle them here */
+			s->src_out = s->direct_out = s->direct_claimed = false;
 		} else if (!s->dropped) {
 			s->dropped = true;
 			if (reg && reg[s->fd] == s) {
@@ -1534,6 +1551,7 @@ bool san_sock_on_close(int fd)
 	pthread_mutex_lock(&s->lock);
 	if (--s->fdrefs > 0) {
 		if (s->fd == fd) {
+			san_sock_tx_unmute(s, true); /* the mute is this number's */
 			/* the swap's number goes: another number still names X */
 			pthread_mutex_lock(&reg_lock);
 			for (unsigned int i = 0; i < reg_size; i++)

@@ -125,6 +125,8 @@ struct san_sock {
 	bool src_out;	     /* sender: our offer is out (maybe claimed), not yet settled */
 	uint32_t src_id;     /* the offer's id (nonzero, one per offer) */
 	uint64_t src_len;    /* its length, our own record */
+	ssize_t src_res;     /* settled by another thread (san_conn_src_drop): the result ... */
+	bool src_res_pending;/* ... the offering send has still to take */
 	int peer_pidfd;	     /* the peer process, or -1: a read is trusted only if it still lives */
 	struct san_sock_epreg ep[SAN_SOCK_EPOLL_MAX];
 	int nep;

@@ -233,7 +233,7 @@ ssize_t san_route_recv(int fd, const struct iovec *iov, size_t cnt, int flags, i
 /* Microseconds a wait spins on switched connections before it sleeps (0: do not spin). */
 uint64_t san_route_spin_until(int timeout_ms);
 bool san_route_spinning(uint64_t until);
-void san_route_spin_found(uint64_t until);
+void san_route_spin_found(uint64_t until, int rounds, int r);
 
 /* fd bookkeeping shared by the wrappers (san_track.c); none of them touches errno. */
 void san_track_socket(int fd, int domain, int type, int protocol);

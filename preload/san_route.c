@@ -53,9 +53,13 @@ bool san_route_spinning(uint64_t until)
 	return false;
 }
 
-/* The spin found something before it ran out. */
-void san_route_spin_found(uint64_t until)
+/*
+ * The spin ended with result r after rounds calls. It counts as a spin that paid off only if
+ * it did spin (something was ready on the first call, or a call failed: that says nothing
+ * about waiting for the peer) and found something.
+ */
+void san_route_spin_found(uint64_t until, int rounds, int r)
 {
-	if (until)
+	if (until && rounds > 1 && r > 0)
 		san_sock_spin_result(true);
 }

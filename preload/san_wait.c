@@ -17,10 +17,10 @@
 	do {                                                                 \
 		if (unlikely(san_any_switched())) {                          \
 			uint64_t san_until_ = san_route_spin_until(timeout_ms); \
-			while (san_route_spinning(san_until_)) {             \
+			for (int san_n_ = 1; san_route_spinning(san_until_); san_n_++) { \
 				int san_r_ = (call);                         \
 				if (san_r_ != 0) {                           \
-					san_route_spin_found(san_until_);    \
+					san_route_spin_found(san_until_, san_n_, san_r_); \
 					return san_r_;                       \
 				}                                            \
 			}                                                    \
@@ -141,10 +141,11 @@ static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 	if (unlikely(san_any_switched())) {
 		uint64_t until = san_route_spin_until(c->ms);
 
-		while (r == 0 && san_route_spinning(until))
+		int n = 0;
+
+		while (r == 0 && san_route_spinning(until) && ++n)
 			r = pcall_real(c, x.f, x.n, true, chk);
-		if (r != 0)
-			san_route_spin_found(until);
+		san_route_spin_found(until, n, r);
 	}
 	if (r == 0)
 		r = pcall_real(c, x.f, x.n, false, chk);
@@ -314,12 +315,12 @@ SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds
 		struct san_fdsets saved;
 
 		sets_save(&saved, nfds, rfds, wfds, efds);
-		while (san_route_spinning(until)) {
+		for (int n = 1; san_route_spinning(until); n++) {
 			struct timeval z = { 0, 0 };
 			int r = SAN_REAL(select)(nfds, rfds, wfds, efds, &z);
 
 			if (r != 0) {
-				san_route_spin_found(until);
+				san_route_spin_found(until, n, r);
 				return r;
 			}
 			sets_restore(&saved, nfds, rfds, wfds, efds);
@@ -343,12 +344,12 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 		struct san_fdsets saved;
 
 		sets_save(&saved, nfds, rfds, wfds, efds);
-		while (san_route_spinning(until)) {
+		for (int n = 1; san_route_spinning(until); n++) {
 			struct timespec z = { 0, 0 };
 			int r = SAN_REAL(pselect)(nfds, rfds, wfds, efds, &z, sigmask);
 
 			if (r != 0) {
-				san_route_spin_found(until);
+				san_route_spin_found(until, n, r);
 				return r;
 			}
 			sets_restore(&saved, nfds, rfds, wfds, efds);
