@@ -40,6 +40,7 @@ enum san_fd_state {
 #define SAN_FDF_OPENED 0x8u   /* SAN_FD_CONN: we connect()ed (the active side) */
 #define SAN_FDF_COUNTED 0x10u /* SAN_FD_CONN: its fallback reason is already counted */
 #define SAN_FDF_TXMUTE 0x20u  /* its POLLOUT comes from the notification socket (san_sock_tx_mute) */
+#define SAN_FDF_COMMITTED 0x40u /* its connection committed to the SAN (exec must not hand it on) */
 
 /*
  * One slot per fd number, zero when untracked (a fresh mmap page is already

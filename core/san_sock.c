@@ -295,6 +295,17 @@ void san_sock_drop(struct san_sock *s, unsigned int reason)
 	}
 }
 
+/*
+ * Past the point of no return (protocol.md §9.2). The fd table records it too: a vfork child's
+ * exec reads only the table (no locks there), and must not hand on the TCP number of a
+ * committed connection that was not swapped yet. Lock held.
+ */
+void san_sock_commit(struct san_sock *s)
+{
+	s->committed = true;
+	(void)san_fd_set_flags(s->fd, SAN_FDF_COMMITTED, 0);
+}
+
 /* After commit every failure resets the connection (protocol.md §9.2 rule 5). Lock held. */
 static void sock_reset(struct san_sock *s, int err, unsigned int reason, bool tell_peer)
 {
@@ -1441,13 +1452,13 @@ void san_sock_atfork_parent(void)
  * holds the TCP number (a pure sender; the TCP socket may still hold the peer's MARK, which the
  * new program would read as data).
  */
-static bool settle_for_exec(int fd, bool switched)
+static bool settle_for_exec(int fd, bool switched, uint32_t flags)
 {
 	struct san_sock *s;
 	bool san;
 
-	if (!san_fdtable_owned())
-		return switched; /* a vfork child: no locks; the table alone says what it can */
+	if (!san_fdtable_owned()) /* a vfork child: no locks; the table says what it needs */
+		return switched || (flags & SAN_FDF_COMMITTED);
 	s = san_sock_get(fd);
 	if (!s)
 		return switched;
@@ -1482,7 +1493,7 @@ void san_sock_before_exec(void)
 
 		if (!f || !san_fd_managed_state(san_fd_state(f)))
 			continue;
-		if (!settle_for_exec((int)fd, san_fd_state(f) == SAN_FD_SWITCHED))
+		if (!settle_for_exec((int)fd, san_fd_state(f) == SAN_FD_SWITCHED, san_fd_flags(f)))
 			continue;
 		fl = san_sys_fcntl((int)fd, F_GETFD, 0);
 		if (fl < 0 || (fl & FD_CLOEXEC))

@@ -201,6 +201,7 @@ void san_sock_drop_fd(int fd, bool active, unsigned int reason);
 void san_sock_check_anchor(struct san_sock *s);
 int san_sock_swap(struct san_sock *s);
 void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason);
+void san_sock_commit(struct san_sock *s);
 void san_sock_reset_by_peer(struct san_sock *s, unsigned int reason);
 struct san_sock *san_sock_find_tuple(const struct san_tuple *t);
 void san_sock_ring_self(struct san_sock *s);

@@ -296,7 +296,7 @@ void san_up_a_run(struct san_sock *s)
 	m.u.sw.offset = s->tcp_tx;
 	if (san_sidechan_send(s->side, &m, s->ylocal) < 0)
 		return a_fallback(s, SAN_R_CHANNEL); /* NOT_SENT: B sees EOF, resumes */
-	s->committed = true;
+	san_sock_commit(s);
 	s->tx = SK_TX_SAN;
 	if (write_mark(s, SAN_UP_COMMIT_WAIT_MS) < 0 || san_conn_send_hello(s) < 0) {
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
@@ -464,7 +464,7 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 		pthread_mutex_unlock(&s->lock);
 		san_side_rx_close_fds(rx);
 		pthread_mutex_lock(&s->lock);
-		s->committed = true;
+		san_sock_commit(s);
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
 		pthread_mutex_unlock(&s->lock);
 		c->stage = 2;
@@ -472,7 +472,7 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 	}
 	s->ypeer = san_fd_hide(rx->fd);
 	rx->fd = -1;
-	s->committed = true;
+	san_sock_commit(s);
 	s->tx = SK_TX_SAN;
 	s->x_peer = rx->msg.u.sw.offset;
 	s->rx = SK_RX_DRAIN;

@@ -11,13 +11,16 @@
 # Then the same for the sending end of a second connection that only ever sent (a pure sender: its
 # fd is still the TCP socket, and may still hold the peer's switch-over MARK, which a new program
 # must not read as data either).
-# Prints "exec: pid=P ..." lines, one per step, and "exec: pid=P all 6 exec cases ok" at the end;
+# Each end is handed to a child three ways: fork+exec preloaded, fork+exec plain, and through
+# subprocess, which starts it with vfork() (the exec then runs in our memory).
+# Prints "exec: pid=P ..." lines, one per step, and "exec: pid=P all 9 exec cases ok" at the end;
 # exits 1 on any failure (3 if a step hung).
 import hashlib
 import os
 import random
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -116,8 +119,18 @@ def sock_inode(fd):
 def exec_child(name, sock, outfile, preload):
     """fork; in the child put sock on fd 3 and exec sh -c 'cat <&3 >OUTFILE; echo cat=$?'.
     Returns (wait status, the child's stdout); the status is None if the child did not finish
-    within CHILD_TIMEOUT (it was killed)."""
+    within CHILD_TIMEOUT (it was killed). With preload "vfork", subprocess starts the child
+    (CPython starts it with vfork(): the child execs in our memory, where the switch may look
+    only at its fd table)."""
     begin(name)
+    if preload == "vfork":
+        fd = sock.fileno()
+        try:
+            p = subprocess.run(["sh", "-c", 'cat <&%d >"$1"; echo "cat=$?"' % fd, "sh", outfile],
+                               pass_fds=[fd], stdout=subprocess.PIPE, timeout=CHILD_TIMEOUT)
+            return p.returncode << 8, p.stdout
+        except subprocess.TimeoutExpired:
+            return None, b""
     r, w = os.pipe()
     env = dict(os.environ)
     if not preload:
@@ -206,9 +219,9 @@ def main():
 
     n = 0
     for end, sock in (("client", cli), ("server", srv), ("pure-sender", pcli)):
-        for preload in (True, False):
+        for preload in (True, False, "vfork"):
             n += 1
-            name = "exec.%s.%s" % (end, "preloaded" if preload else "plain")
+            name = "exec.%s.%s" % (end, {True: "preloaded", False: "plain"}.get(preload, preload))
             outfile = os.path.join(outdir, name + ".bytes")
             status, out = exec_child(name, sock, outfile, preload)
             got = open(outfile, "rb").read() if os.path.exists(outfile) else b""

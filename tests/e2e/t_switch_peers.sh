@@ -174,7 +174,7 @@ if [ "$rc" -ne 0 ]; then
 	show "$TMP/exec.err.busy"
 	fail "switch_exec.py exited $rc (see its lines above)"
 fi
-grep -q '^exec: pid=[0-9]* all 6 exec cases ok$' "$TMP/exec.out" || fail "switch_exec.py: not all cases ok"
+grep -q '^exec: pid=[0-9]* all 9 exec cases ok$' "$TMP/exec.out" || fail "switch_exec.py: not all cases ok"
 l=$(pid_line "$TMP/exec.err" "$(out_pid "$TMP/exec.out")") || exit 1
 log "exec: $l"
 # Both ends were in that process: two connections (one a pure sender's), four switched ends.
