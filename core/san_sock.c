@@ -432,6 +432,12 @@ void san_sock_epoll_rearm(struct san_sock *s)
  */
 static int n_tx_mute; /* socks with tx_mute set: poll/select skip their scan at 0 */
 
+/* The registrations a mute takes EPOLLOUT from (and gives it back to). */
+static bool tx_mutable(const struct epoll_event *ev)
+{
+	return (ev->events & EPOLLOUT) && !(ev->events & EPOLLONESHOT);
+}
+
 void san_sock_tx_mute(struct san_sock *s)
 {
 	if (s->tx_mute || s->swapped || s->closing || (s->nep && !s->fw))
@@ -442,10 +448,10 @@ void san_sock_tx_mute(struct san_sock *s)
 	for (int i = 0; i < s->nep; i++) {
 		struct epoll_event e = s->ep[i].ev;
 
-		if (!(e.events & EPOLLOUT) || (e.events & EPOLLONESHOT))
+		if (!tx_mutable(&e))
 			continue;
 		e.events &= ~(uint32_t)EPOLLOUT;
-		s->ep[i].muted = san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &e) == 0;
+		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &e);
 	}
 }
 
@@ -457,11 +463,9 @@ void san_sock_tx_unmute(struct san_sock *s, bool restore)
 	s->tx_mute = false;
 	__atomic_fetch_sub(&n_tx_mute, 1, __ATOMIC_RELAXED);
 	(void)san_fd_set_flags(s->fd, 0, SAN_FDF_TXMUTE);
-	for (int i = 0; i < s->nep; i++) {
-		if (s->ep[i].muted && restore)
+	for (int i = 0; restore && i < s->nep; i++)
+		if (tx_mutable(&s->ep[i].ev))
 			(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &s->ep[i].ev);
-		s->ep[i].muted = false;
-	}
 }
 
 bool san_sock_any_tx_mute(void)
@@ -783,18 +787,13 @@ static ssize_t src_wait(struct san_sock *s)
 		uint64_t now = now_ns();
 		bool late = now >= until || s->err || s->closing;
 		ssize_t r = san_conn_src_settle(s, late);
-		struct pollfd p[2] = { { s->xfd, POLLOUT, 0 }, { s->swapped ? s->tcp : -1, POLLIN, 0 } };
+		int x = s->xfd;
 
 		if (r != -EINPROGRESS)
 			return r;
 		pthread_mutex_unlock(&s->lock);
-		if (san_sys_poll(p, 2, late ? 1 : (int)((until - now + 999999) / 1000000)) > 0 &&
-		    p[1].revents) {
-			pthread_mutex_lock(&s->lock);
-			san_sock_check_anchor(s);
-		} else {
-			pthread_mutex_lock(&s->lock);
-		}
+		(void)wait_fd(s, x, POLLOUT, late ? 1 : (int)((until - now + 999999) / 1000000));
+		pthread_mutex_lock(&s->lock);
 	}
 }
 
@@ -1300,8 +1299,8 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!s)
 		return SAN_PASS;
 	pthread_mutex_lock(&s->lock);
-	if (s->tx_mute && op != EPOLL_CTL_DEL && ev && (ev->events & EPOLLOUT) &&
-	    !(ev->events & EPOLLONESHOT) && fd == s->fd && !s->swapped) {
+	if (s->tx_mute && op != EPOLL_CTL_DEL && ev && tx_mutable(ev) && fd == s->fd &&
+	    !s->swapped) {
 		/* the ring is full: no EPOLLOUT until room comes (san_sock_tx_mute), which the
 		 * engine watches for (it did not while only poll/select waited) */
 		kev = *ev;
@@ -1333,7 +1332,6 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			if (i < s->nep) {
 				s->ep[i].epfd = epfd;
 				s->ep[i].ev = *ev;
-				s->ep[i].muted = muted;
 			} else {
 				s->ep_overflow = true;
 			}

@@ -33,8 +33,7 @@ enum san_sock_tx { SK_TX_TCP, SK_TX_SAN };
 
 struct san_sock_epreg {
 	int epfd;
-	struct epoll_event ev; /* as the application asked */
-	bool muted;	       /* the kernel has it without EPOLLOUT (san_sock_tx_mute) */
+	struct epoll_event ev; /* as the application asked (a mute takes EPOLLOUT from the kernel's) */
 };
 
 struct san_sock {

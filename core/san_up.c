@@ -822,8 +822,9 @@ static void fin_writable(struct ev_loop *loop, ev_io *w, int revents)
 	if (s->fin_pending && !s->err && san_conn_tx_arm(s, SAN_HDR_LEN) == 1)
 		san_sock_flush_fin(s);
 	if (!s->swapped && !s->closing) {
-		san_sock_tx_unmute(s, true); /* EPOLLOUT back */
-		san_sock_epoll_rearm(s);     /* and an edge for EPOLLET */
+		/* the re-arm gives every muted registration its EPOLLOUT back, and EPOLLET an edge */
+		san_sock_tx_unmute(s, false);
+		san_sock_epoll_rearm(s);
 	}
 	done = !s->fin_pending || s->err;
 	if (done)
