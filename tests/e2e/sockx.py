@@ -10,6 +10,7 @@
 import hashlib
 import os
 import random
+import select
 import socket
 import sys
 import tempfile
@@ -65,6 +66,41 @@ def asleep(tid, secs=10.0):
             pass
         time.sleep(0.0005)
     return False
+
+
+class RecvThread(threading.Thread):
+    """Receives on s until n bytes came (or EOF, or an error: self.err): recv(bufsize, flags)
+    in a loop, each preceded by poll() for POLLIN when poll_first (an application that waits in
+    poll, then reads) or blocking in recv itself. self.calls lists what each recv returned;
+    self.tid (set before self.ready) is for asleep()."""
+
+    def __init__(self, s, n, bufsize, flags=0, poll_first=False):
+        super().__init__(daemon=True)
+        self.s, self.n, self.bufsize, self.flags = s, n, bufsize, flags
+        self.poll_first = poll_first
+        self.data = bytearray()
+        self.calls = []
+        self.err = None
+        self.tid = None
+        self.ready = threading.Event()
+
+    def run(self):
+        self.tid = threading.get_native_id()
+        self.ready.set()
+        p = select.poll() if self.poll_first else None
+        if p:
+            p.register(self.s, select.POLLIN)
+        try:
+            while len(self.data) < self.n:
+                if p:
+                    p.poll()
+                c = self.s.recv(self.bufsize, self.flags)
+                if not c:
+                    break
+                self.calls.append(len(c))
+                self.data += c
+        except OSError as e:
+            self.err = e
 
 
 def switched_pair():

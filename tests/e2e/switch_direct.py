@@ -21,9 +21,8 @@ import select
 import socket
 import struct
 import sys
-import threading
 
-from sockx import asleep, switched_pair
+from sockx import RecvThread, asleep, switched_pair
 
 rnd = random.Random(20261124)
 direct_expected = 0
@@ -34,33 +33,6 @@ def mkpair():
     a, b, lst = switched_pair()
     lst.close()
     return a, b
-
-
-class Reader(threading.Thread):
-    """Blocking receives of up to bufsize bytes until n bytes came (or EOF / an error)."""
-
-    def __init__(self, s, n, bufsize, flags=0):
-        super().__init__(daemon=True)
-        self.s, self.n, self.bufsize, self.flags = s, n, bufsize, flags
-        self.data = bytearray()
-        self.calls = []
-        self.err = None
-        self.tid = None
-        self.ready = threading.Event()
-
-    def run(self):
-        self.tid = threading.get_native_id()
-        self.ready.set()
-        try:
-            while len(self.data) < self.n:
-                c = self.s.recv(self.bufsize, self.flags)
-                if not c:
-                    break
-                self.calls.append(len(c))
-                self.data += c
-        except OSError as e:
-            self.err = e
-
 
 
 def verdict(name, got, want, extra=""):
@@ -74,7 +46,7 @@ def verdict(name, got, want, extra=""):
 
 
 def start_reader(s, n, bufsize, flags=0):
-    r = Reader(s, n, bufsize, flags)
+    r = RecvThread(s, n, bufsize, flags)
     r.start()
     r.ready.wait()
     if not asleep(r.tid):

@@ -31,7 +31,7 @@ import sys
 import termios
 import threading
 
-from sockx import asleep, switched_pair
+from sockx import RecvThread, asleep, switched_pair
 
 
 failed = []
@@ -46,33 +46,6 @@ def mkpair():
     return a, b
 
 
-class PollReader(threading.Thread):
-    """poll() for POLLIN, then recv(bufsize), until n bytes came."""
-
-    def __init__(self, s, n, bufsize):
-        super().__init__(daemon=True)
-        self.s, self.n, self.bufsize = s, n, bufsize
-        self.data = bytearray()
-        self.err = None
-        self.tid = None
-        self.ready = threading.Event()
-
-    def run(self):
-        self.tid = threading.get_native_id()
-        self.ready.set()
-        p = select.poll()
-        p.register(self.s, select.POLLIN)
-        try:
-            while len(self.data) < self.n:
-                p.poll()
-                c = self.s.recv(self.bufsize)
-                if not c:
-                    break
-                self.data += c
-        except OSError as e:
-            self.err = e
-
-
 def check(name, ok, detail=""):
     if ok:
         print("case %s: ok %s" % (name, detail))
@@ -85,7 +58,7 @@ def check(name, ok, detail=""):
 def case_stream():
     a, b = mkpair()
     chunk, rounds = 1 << 20, 16
-    r = PollReader(b, chunk * rounds, chunk)
+    r = RecvThread(b, chunk * rounds, chunk, poll_first=True)
     r.start()
     r.ready.wait()
     want = hashlib.sha256()
@@ -108,7 +81,7 @@ def case_partial():
     a, b = mkpair()
     n = 4 << 20
     data = os.urandom(n)
-    r = PollReader(b, 2 * n, 100000)
+    r = RecvThread(b, 2 * n, 100000, poll_first=True)
     r.start()
     a.sendall(data)
     a.sendall(data[::-1])
