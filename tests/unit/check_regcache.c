@@ -13,6 +13,7 @@
 
 #include "core/san_regcache.h"
 #include "tests/unit/suites.h"
+#include "tests/unit/unit_rand.h"
 #include "tests/unit/unit_require.h"
 
 
@@ -952,18 +953,9 @@ END_TEST
 
 /* ---- single-threaded random walk: the books against the fake ----------------------------- */
 
-static uint64_t mix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static uint64_t rnd_below(uint64_t *s, uint64_t n)
 {
-	return mix64(s) % n;
+	return unit_rand(s) % n;
 }
 
 #define WALK_PAGES 48

@@ -7,6 +7,7 @@
 
 #include "core/san_stage.h"
 #include "tests/unit/suites.h"
+#include "tests/unit/unit_rand.h"
 
 /* Check's ck_assert_* report every passing check to the runner: these call it only on failure. */
 #define REQUIRE_MSG(x, ...)                        \
@@ -347,19 +348,9 @@ END_TEST
 
 /* ---- random model ------------------------------------------------------------------------ */
 
-static uint64_t rng_next(uint64_t *s)
-{
-	/* splitmix64 */
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static uint64_t rng_range(uint64_t *s, uint64_t lo, uint64_t hi) /* lo .. hi inclusive */
 {
-	return lo + rng_next(s) % (hi - lo + 1);
+	return lo + unit_rand(s) % (hi - lo + 1);
 }
 
 #define MODEL_MAX_SIZE 1024

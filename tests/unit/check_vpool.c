@@ -7,6 +7,7 @@
 
 #include "core/san_vpool.h"
 #include "tests/unit/suites.h"
+#include "tests/unit/unit_rand.h"
 #include "tests/unit/unit_require.h"
 
 
@@ -248,15 +249,6 @@ END_TEST
 
 /* ---- random walk against a model ---------------------------------------------------------- */
 
-static uint64_t mix64(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 START_TEST(test_model)
 {
 	enum { R = 16, S = 24, N = R + S };
@@ -271,12 +263,12 @@ START_TEST(test_model)
 	for (i = 0; i < N; i++)
 		model[i] = i < R ? SAN_VPOOL_RECV_POSTED : SAN_VPOOL_SEND_FREE;
 	for (step = 0; step < 200000; step++) {
-		uint64_t k = mix64(&seed) % 8;
+		uint64_t k = unit_rand(&seed) % 8;
 
 		/* mostly valid ids, sometimes any, sometimes far out */
-		idx = mix64(&seed) % (N + 4);
-		if (mix64(&seed) % 50 == 0)
-			idx = mix64(&seed);
+		idx = unit_rand(&seed) % (N + 4);
+		if (unit_rand(&seed) % 50 == 0)
+			idx = unit_rand(&seed);
 		switch (k) {
 		case 0:
 		case 1: {
