@@ -377,8 +377,9 @@ static int broken(struct san_verbs_conn *c, int err, const char *why)
 {
 	if (!c->err) {
 		c->err = err;
+		/* the end of a connection is the caller's to judge (an orderly close ends so too) */
 		if (err == -ECONNRESET)
-			san_info("verbs: connection reset: %s", why);
+			san_debug("verbs: connection down: %s", why);
 		else
 			san_warn("verbs: connection broken (%s): %s", strerror(-err), why);
 	}
@@ -927,9 +928,20 @@ int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_pa
 		rc = neg_errno(ECONNREFUSED);
 		goto fail;
 	}
-	rc = cm_expect(c->ech, deadline, RDMA_CM_EVENT_ESTABLISHED, &ev);
+	rc = cm_next(c->ech, deadline, &ev);
 	if (rc < 0)
 		goto fail;
+	if (ev->event != RDMA_CM_EVENT_ESTABLISHED) {
+		rc = cm_event_errno(ev);
+		/* a refusal by the peer's listener says why in its private data */
+		if (ev->event == RDMA_CM_EVENT_REJECTED)
+			copy_pdata(&ev->param.conn, reply, reply_len);
+		else if (reply_len)
+			*reply_len = 0;
+		san_debug("verbs: connect: %s (status %d)", rdma_event_str(ev->event), ev->status);
+		rdma_ack_cm_event(ev);
+		goto fail;
+	}
 	copy_pdata(&ev->param.conn, reply, reply_len);
 	rdma_ack_cm_event(ev);
 	c->connected = true;
@@ -1001,20 +1013,21 @@ int san_verbs_listener_fd(const struct san_verbs_listener *l)
 	return l && l->ech ? l->ech->fd : -EBADF;
 }
 
-int san_verbs_accept_next(struct san_verbs_listener *l, int timeout_ms, struct san_verbs_conn **out,
-			  void *pdata_in, size_t *pdata_in_len, const void *pdata_out,
-			  size_t pdata_out_len)
+struct san_verbs_request {
+	struct rdma_cm_id *id;
+	uint8_t peer_depth, peer_resources;
+};
+
+int san_verbs_request_next(struct san_verbs_listener *l, int timeout_ms,
+			   struct san_verbs_request **out, void *pdata_in, size_t *pdata_in_len)
 {
 	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-	struct rdma_conn_param cp;
+	struct san_verbs_request *rq;
 	struct rdma_cm_event *ev;
-	struct rdma_cm_id *id;
-	struct san_verbs_conn *c;
-	uint8_t peer_depth, peer_resources;
 	int rc;
 
 	*out = NULL;
-	if (!l || pdata_out_len > SAN_VERBS_PDATA_ACCEPT || (pdata_out_len && !pdata_out))
+	if (!l)
 		return -EINVAL;
 	for (;;) {
 		rc = cm_next(l->ech, deadline, &ev);
@@ -1025,12 +1038,54 @@ int san_verbs_accept_next(struct san_verbs_listener *l, int timeout_ms, struct s
 		san_debug("verbs: listener: ignoring CM event %s", rdma_event_str(ev->event));
 		rdma_ack_cm_event(ev);
 	}
-	id = ev->id;
-	copy_pdata(&ev->param.conn, pdata_in, pdata_in_len);
-	peer_depth = ev->param.conn.initiator_depth;
-	peer_resources = ev->param.conn.responder_resources;
-	rdma_ack_cm_event(ev);
+	rq = calloc(1, sizeof(*rq));
+	if (!rq) {
+		struct rdma_cm_id *id = ev->id;
 
+		rdma_reject(id, NULL, 0);
+		rdma_ack_cm_event(ev);
+		rdma_destroy_id(id); /* a request's id is ours: destroying it is our job */
+		return -ENOMEM;
+	}
+	rq->id = ev->id;
+	copy_pdata(&ev->param.conn, pdata_in, pdata_in_len);
+	rq->peer_depth = ev->param.conn.initiator_depth;
+	rq->peer_resources = ev->param.conn.responder_resources;
+	rdma_ack_cm_event(ev);
+	*out = rq;
+	return 0;
+}
+
+void san_verbs_request_reject(struct san_verbs_request *rq, const void *pdata, size_t len)
+{
+	if (!rq)
+		return;
+	if (len > SAN_VERBS_PDATA_ACCEPT)
+		len = SAN_VERBS_PDATA_ACCEPT;
+	rdma_reject(rq->id, pdata, (uint8_t)len);
+	rdma_destroy_id(rq->id);
+	free(rq);
+}
+
+int san_verbs_request_accept(struct san_verbs_listener *l, struct san_verbs_request *rq,
+			     int timeout_ms, struct san_verbs_conn **out, const void *pdata_out,
+			     size_t pdata_out_len)
+{
+	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	struct rdma_conn_param cp;
+	struct rdma_cm_event *ev;
+	struct rdma_cm_id *id = rq->id;
+	struct san_verbs_conn *c;
+	uint8_t peer_depth = rq->peer_depth, peer_resources = rq->peer_resources;
+	int rc;
+
+	*out = NULL;
+	free(rq);
+	if (pdata_out_len > SAN_VERBS_PDATA_ACCEPT || (pdata_out_len && !pdata_out)) {
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return -EINVAL;
+	}
 	c = conn_new(&l->p);
 	if (!c) {
 		rc = neg_errno(ENOMEM);
@@ -1076,6 +1131,22 @@ fail:
 	c->id = id; /* close destroys it */
 	san_verbs_close(c);
 	return rc;
+}
+
+int san_verbs_accept_next(struct san_verbs_listener *l, int timeout_ms, struct san_verbs_conn **out,
+			  void *pdata_in, size_t *pdata_in_len, const void *pdata_out,
+			  size_t pdata_out_len)
+{
+	struct san_verbs_request *rq;
+	int rc;
+
+	*out = NULL;
+	if (!l || pdata_out_len > SAN_VERBS_PDATA_ACCEPT || (pdata_out_len && !pdata_out))
+		return -EINVAL;
+	rc = san_verbs_request_next(l, timeout_ms, &rq, pdata_in, pdata_in_len);
+	if (rc < 0)
+		return rc;
+	return san_verbs_request_accept(l, rq, timeout_ms, out, pdata_out, pdata_out_len);
 }
 
 void san_verbs_listener_close(struct san_verbs_listener *l)

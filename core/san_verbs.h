@@ -86,13 +86,30 @@ int san_verbs_accept_next(struct san_verbs_listener *l, int timeout_ms, struct s
 			  void *pdata_in, size_t *pdata_in_len, const void *pdata_out,
 			  size_t pdata_out_len);
 
+/*
+ * The same in two steps, for a listener that must look at the proposal before it answers (and
+ * may take its time: the initiator waits up to its timeout). san_verbs_request_next takes the
+ * next connect request (as above) and returns it undecided; san_verbs_request_accept accepts it
+ * (set-up, accept with @pdata_out, ESTABLISHED within @timeout_ms) and san_verbs_request_reject
+ * refuses it with @pdata (the initiator's connect fails with -ECONNREFUSED). Either consumes the
+ * request. Results as san_verbs_accept_next.
+ */
+struct san_verbs_request;
+int san_verbs_request_next(struct san_verbs_listener *l, int timeout_ms,
+			   struct san_verbs_request **out, void *pdata_in, size_t *pdata_in_len);
+int san_verbs_request_accept(struct san_verbs_listener *l, struct san_verbs_request *rq,
+			     int timeout_ms, struct san_verbs_conn **out, const void *pdata_out,
+			     size_t pdata_out_len);
+void san_verbs_request_reject(struct san_verbs_request *rq, const void *pdata, size_t len);
+
 void san_verbs_listener_close(struct san_verbs_listener *l);
 
 /*
  * Active side: resolve @addr:@port (address and route, each within min(timeout_ms, remaining)),
  * set up, connect with @pdata (at most SAN_VERBS_PDATA_CONNECT bytes), wait for ESTABLISHED
  * within @timeout_ms overall (< 0: SAN_VERBS_TIMEOUT_MS for resolution, no limit after). The
- * acceptor's private data lands in @reply (capacity *reply_len; padded by the CM as above).
+ * acceptor's private data lands in @reply (capacity *reply_len; padded by the CM as above), and
+ * so does a rejecting listener's (with -ECONNREFUSED; *reply_len 0 when there was none).
  * 0 and *out, or -ECONNREFUSED (rejected: nobody listens there, or the peer refused),
  * -EHOSTUNREACH / -ENETUNREACH (address, route or peer unreachable), -ETIMEDOUT, -errno.
  */
