@@ -28,10 +28,10 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 
 PRELOAD_SRC := $(sort $(wildcard preload/*.c))
-# core/san_verbs.c is the only file that needs libibverbs/librdmacm. Until the verbs provider is
-# wired into the library it is linked only into the tools that use it (build/sanverbs), so neither
-# libsanswitch.so nor the unit runner depend on rdma-core.
-VERBS_SRC   := core/san_verbs.c
+# The verbs transport and provider are the only files that need libibverbs/librdmacm: they go
+# into libsanswitch.so (and build/sanverbs) when the rdma-core headers are there; the unit runner
+# never links them (core/san_prov.c refers to the provider weakly).
+VERBS_SRC   := core/san_verbs.c core/san_prov_verbs.c
 VERBS_LIBS  := -lrdmacm -libverbs
 CORE_SRC    := $(filter-out $(VERBS_SRC),$(sort $(wildcard core/*.c)))
 PROTO_SRC   := $(sort $(wildcard proto/*.c))
@@ -41,6 +41,7 @@ TOOL_SRC    := $(sort $(wildcard tests/tools/*.c))
 obj = $(patsubst %.c,$(B)/obj/%.o,$(1))
 
 LIB_OBJ  := $(call obj,$(PRELOAD_SRC) $(CORE_SRC) $(PROTO_SRC))
+LIB_LIBS := $(LDLIBS_SO)
 # The unit runner links the pure layers, never preload/ (which would interpose the runner itself).
 UNIT_LIB_OBJ := $(call obj,$(CORE_SRC) $(PROTO_SRC))
 UNIT_OBJ := $(call obj,$(UNIT_SRC))
@@ -50,6 +51,9 @@ TOOLS    := $(patsubst tests/tools/%.c,$(B)/%,$(TOOL_SRC))
 HAVE_VERBS := $(shell printf '\043include <rdma/rdma_cma.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 ifneq ($(HAVE_VERBS),1)
 TOOLS    := $(filter-out $(B)/sanverbs,$(TOOLS))
+else
+LIB_OBJ  += $(call obj,$(VERBS_SRC))
+LIB_LIBS += $(VERBS_LIBS)
 endif
 SO       := $(B)/libsanswitch.so
 MAP      := preload/libsanswitch.map
@@ -64,14 +68,14 @@ $(B)/obj/%.o: %.c
 
 $(SO): $(LIB_OBJ) $(MAP)
 	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=$(MAP) -Wl,-z,defs \
-	      -Wl,-soname,libsanswitch.so $(LDLIBS_SO)
+	      -Wl,-soname,libsanswitch.so $(LIB_LIBS)
 
 $(B)/%: tests/tools/%.c
 	@mkdir -p $(B)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -lpthread
 
 # The verbs transport test tool: the transport, its pure helpers, logging.
-SANVERBS_OBJ := $(call obj,$(VERBS_SRC) core/san_vpool.c core/san_log.c core/san_fdtable.c \
+SANVERBS_OBJ := $(call obj,core/san_verbs.c core/san_vpool.c core/san_log.c core/san_fdtable.c \
                 proto/san_credit.c)
 $(B)/sanverbs: tests/tools/sanverbs.c $(SANVERBS_OBJ)
 	@mkdir -p $(B)

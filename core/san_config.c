@@ -44,6 +44,7 @@ static const char *const san_provider_names[] = {
 	[SAN_CFG_PROV_AUTO] = "auto",
 	[SAN_CFG_PROV_SHM] = "shm",
 	[SAN_CFG_PROV_VERBS] = "verbs",
+	[SAN_CFG_PROV_NONE] = "none",
 };
 
 /* clang-format off */
@@ -289,7 +290,7 @@ int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx)
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_PROVIDER")) &&
 	    (err = san_config_parse_provider(s, &cfg->provider))) {
-		san_config_reject(err, "SANSWITCH_PROVIDER", s, "auto|shm|verbs", "auto");
+		san_config_reject(err, "SANSWITCH_PROVIDER", s, "auto|shm|verbs|none", "auto");
 		bad++;
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_STATS")) &&

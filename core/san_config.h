@@ -23,6 +23,7 @@ enum san_cfg_provider {
 	SAN_CFG_PROV_AUTO,  /* shm for a peer on this host, verbs for one across the fabric */
 	SAN_CFG_PROV_SHM,   /* only shm: remote peers stay on TCP */
 	SAN_CFG_PROV_VERBS, /* only verbs, even for a peer on this host */
+	SAN_CFG_PROV_NONE,  /* none: preloaded, every connection stays TCP (pass-through) */
 };
 
 /* SANSWITCH_STATS. */

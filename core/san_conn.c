@@ -21,6 +21,17 @@
 #define SAN_CONN_CHUNK (64u * 1024u)
 
 /*
+ * The largest DATA payload this connection's frames carry: SAN_CONN_CHUNK, or less when the
+ * provider's messages are smaller (verbs: a receive slot holds one message).
+ */
+static size_t chunk_max(const struct san_sock *s)
+{
+	size_t room = s->txr.max_msg - SAN_HDR_LEN;
+
+	return room < SAN_CONN_CHUNK ? room : SAN_CONN_CHUNK;
+}
+
+/*
  * READ on shm (docs/protocol.md, "READ on shm"): sends of at least SAN_CONN_READ_MIN bytes go
  * by READ under SANSWITCH_BULK=auto (below it one hashed copy through the ring costs less than
  * the two extra frames); under =read every send above the inline threshold does. A region is
@@ -172,8 +183,8 @@ static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt
 		void *buf;
 		int room, r;
 
-		if (chunk > SAN_CONN_CHUNK)
-			chunk = SAN_CONN_CHUNK;
+		if (chunk > chunk_max(s))
+			chunk = chunk_max(s);
 		m.u.data.payload_len = (uint32_t)chunk;
 		room = san_shm_ring_prod_reserve(&s->txr, (uint32_t)san_msg_size(&m), &buf);
 		if (room == -EAGAIN)
@@ -1156,7 +1167,7 @@ int san_conn_tx_arm(struct san_sock *s, uint32_t need)
 		/* a full bulk area: wait until the peer releases its oldest region's SRC_AVAIL */
 		r = san_shm_ring_prod_arm_cons(&s->txr, san_stage_oldest(&s->stage));
 	else
-		r = san_shm_ring_prod_arm(&s->txr, need ? need : SAN_HDR_LEN + SAN_CONN_CHUNK);
+		r = san_shm_ring_prod_arm(&s->txr, need ? need : (uint32_t)(SAN_HDR_LEN + chunk_max(s)));
 	if (r != 0) {
 		san_shm_ring_prod_disarm(&s->txr);
 		san_sock_unplug(s->ylocal);

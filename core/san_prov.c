@@ -8,28 +8,39 @@
 /*
  * The providers this build has, in the order auto tries them. shm first: a peer on this host
  * answers on its side channel at once, and one elsewhere refuses at once (no such abstract
- * name in our network namespace). The verbs provider (docs/verbs.md) is not built yet: under
- * SANSWITCH_PROVIDER=verbs no provider may carry a connection, and it stays TCP (reason
- * no_provider).
+ * name in our network namespace), so A goes on to verbs only for a peer that is not here
+ * (docs/verbs.md §2). A build without the rdma-core headers has no verbs provider: its entry
+ * is a weak reference, NULL there.
  */
-static const struct san_prov_ops *const providers[] = { &san_prov_shm };
+extern const struct san_prov_ops san_prov_verbs __attribute__((weak));
+static const struct san_prov_ops *const providers[] = { &san_prov_shm, &san_prov_verbs };
+#define NPROV (sizeof(providers) / sizeof(providers[0]))
 
+/* Also false for a provider this build does not link (the unit runner has no verbs). */
 static bool allowed(const struct san_prov_ops *p)
 {
+	if (!p)
+		return false;
 	switch (san_cfg.provider) {
 	case SAN_CFG_PROV_SHM:
 		return p->wire == SAN_PROV_SHM;
 	case SAN_CFG_PROV_VERBS:
 		return p->wire == SAN_PROV_VERBS;
+	case SAN_CFG_PROV_NONE:
+		return false;
 	default:
 		return true;
 	}
 }
 
-const struct san_prov_ops *san_prov_for_a(const struct san_sock *s)
+const struct san_prov_ops *san_prov_for_a(const struct san_prov_ops *prev)
 {
-	(void)s; /* one provider per policy today; a peer's address will pick among several */
-	for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
+	size_t i = 0;
+
+	if (prev)
+		while (i < NPROV && providers[i++] != prev)
+			;
+	for (; i < NPROV; i++)
 		if (allowed(providers[i]))
 			return providers[i];
 	return NULL;
@@ -37,8 +48,8 @@ const struct san_prov_ops *san_prov_for_a(const struct san_sock *s)
 
 const struct san_prov_ops *san_prov_by_wire(uint8_t wire)
 {
-	for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
-		if (providers[i]->wire == wire && allowed(providers[i]))
+	for (size_t i = 0; i < NPROV; i++)
+		if (allowed(providers[i]) && providers[i]->wire == wire)
 			return providers[i];
 	return NULL;
 }
@@ -50,7 +61,21 @@ bool san_prov_any(void)
 
 void san_prov_listen(int lfd)
 {
-	for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
+	for (size_t i = 0; i < NPROV; i++)
 		if (allowed(providers[i]))
 			(void)providers[i]->listen(lfd);
+}
+
+void san_prov_unlisten(int lfd)
+{
+	for (size_t i = 0; i < NPROV; i++)
+		if (providers[i])
+			providers[i]->unlisten(lfd);
+}
+
+void san_prov_atfork_child(void)
+{
+	for (size_t i = 0; i < NPROV; i++)
+		if (providers[i])
+			providers[i]->atfork_child();
 }

@@ -25,8 +25,17 @@ struct san_prov_ops {
 	/* ---- the side channel (upgrade) ---- */
 	/* Serve proposals for a tracked TCP listener (B's side); 0 or -errno. */
 	int (*listen)(int lfd);
-	/* A: propose the upgrade of s and run the handshake to commit, or fall back. Lock held. */
-	void (*propose)(struct san_sock *s);
+	/* The TCP listener was closed: stop serving it (after a short linger). */
+	void (*unlisten)(int lfd);
+	/* fork() child: forget the parent's listeners (no engine runs them here). */
+	void (*atfork_child)(void);
+	/*
+	 * A: propose the upgrade of s and run the handshake to commit, or fall back. Lock held.
+	 * Returns SAN_PROV_NO_PEER, with s untouched, when nobody answers on this provider's side
+	 * channel (the peer is not on this host for shm, has no RDMA listener for verbs): the
+	 * next provider the policy allows may try. 0 otherwise (committed, or fallen back).
+	 */
+	int (*propose)(struct san_sock *s);
 
 	/* ---- the data path, lock held ---- */
 	/* A commit found the peer's consumer asleep: wake it (its X becomes readable). */
@@ -39,17 +48,32 @@ struct san_prov_ops {
 	 */
 	void (*bulk_copy)(struct san_sock *s, uint64_t off, const struct iovec *iov, int iovcnt,
 			  size_t at, size_t n);
+	/*
+	 * Optional. Bring in what the peer has already sent (verbs: completions not yet taken
+	 * into the private inbound ring), before the anchor's EOF is believed. Lock held.
+	 */
+	void (*progress)(struct san_sock *s);
+	/* Optional. The connection was closed or reset: the provider may finish (lock held). */
+	void (*closed)(struct san_sock *s);
 };
 
-extern const struct san_prov_ops san_prov_shm;
+#define SAN_PROV_NO_PEER 1
 
-/* The provider A proposes for s under SANSWITCH_PROVIDER, or NULL: none may carry it. */
-const struct san_prov_ops *san_prov_for_a(const struct san_sock *s);
+extern const struct san_prov_ops san_prov_shm;
+extern const struct san_prov_ops san_prov_verbs;
+
+/*
+ * The providers A may propose under SANSWITCH_PROVIDER, in order: the one after @prev (NULL:
+ * the first), or NULL when no (further) provider may carry it.
+ */
+const struct san_prov_ops *san_prov_for_a(const struct san_prov_ops *prev);
 /* The provider a PROPOSE names, if this build has it and the policy allows it; else NULL. */
 const struct san_prov_ops *san_prov_by_wire(uint8_t wire);
 /* Does the policy allow any provider of this build? If not, every connection is plain TCP. */
 bool san_prov_any(void);
 /* A tracked listener: every provider the policy allows serves its side channel. */
 void san_prov_listen(int lfd);
+void san_prov_unlisten(int lfd);
+void san_prov_atfork_child(void);
 
 #endif /* SAN_PROV_H */

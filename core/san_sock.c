@@ -128,6 +128,14 @@ static void sock_free(struct san_sock *s)
 	free(s);
 }
 
+/* One more reference to s (the caller holds one already). */
+void san_sock_hold(struct san_sock *s)
+{
+	pthread_mutex_lock(&reg_lock);
+	s->refs++;
+	pthread_mutex_unlock(&reg_lock);
+}
+
 void san_sock_put(struct san_sock *s)
 {
 	bool last;
@@ -336,6 +344,8 @@ static void sock_reset(struct san_sock *s, int err, unsigned int reason, bool te
 	pthread_cond_broadcast(&s->cond);
 	san_sock_ring_self(s);
 	san_sock_release_y(s);
+	if (s->prov && s->prov->closed)
+		s->prov->closed(s);
 }
 
 void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason)
@@ -516,6 +526,16 @@ void san_sock_ring_self(struct san_sock *s)
  * anchor. epoll registrations of the number follow it (DEL before, ADD after), since epoll
  * keys them by open file, not by number. Lock held.
  */
+/* A connection switched: counted once, and by its provider when that is not shm. */
+static void count_switched(const struct san_sock *s)
+{
+	if (!san_stats_enabled())
+		return;
+	san_stats_add(SAN_STAT_SWITCHED, 1);
+	if (s->prov && s->prov->wire == SAN_PROV_VERBS)
+		san_stats_add(SAN_STAT_SWITCHED_VERBS, 1);
+}
+
 int san_sock_swap(struct san_sock *s)
 {
 	int anchor, fl, fdfl, i;
@@ -562,12 +582,11 @@ int san_sock_swap(struct san_sock *s)
 	for (i = 0; i < s->nep; i++)
 		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_ADD, s->fd, &s->ep[i].ev);
 	san_fd_set_state(s->fd, SAN_FD_SWITCHED);
-	if (san_stats_enabled())
-		san_stats_add(SAN_STAT_SWITCHED, 1);
+	count_switched(s);
 	/* From now on X's readiness is the ring's: arm (or ring X if frames already wait). */
 	(void)san_conn_rx_arm(s);
 	san_up_watch_anchor(s);
-	san_debug("fd %d: switched (shm), anchor fd %d, ports %u->%u", s->fd, anchor, s->tuple.local.port, s->tuple.peer.port);
+	san_debug("fd %d: switched (%s), anchor fd %d, ports %u->%u", s->fd, s->prov ? s->prov->name : "?", anchor, s->tuple.local.port, s->tuple.peer.port);
 	return 0;
 }
 
@@ -635,12 +654,19 @@ static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t max, s
 static void sock_before_io(struct san_sock *s)
 {
 	if (s->role == SAN_UP_ROLE_A && !s->attempted) {
-		if (!s->prov)
-			s->prov = san_prov_for_a(s);
-		if (s->prov)
-			s->prov->propose(s);
-		else
+		const struct san_prov_ops *p = san_prov_for_a(NULL);
+
+		if (!p) {
 			san_sock_drop(s, SAN_FB_NO_PROVIDER);
+			return;
+		}
+		/* Each provider in turn until one finds the peer (shm: on this host; verbs: RDMA). */
+		for (; p; p = san_prov_for_a(p)) {
+			s->prov = p;
+			if (p->propose(s) != SAN_PROV_NO_PEER)
+				return;
+		}
+		san_sock_drop(s, SAN_FB_NO_PEER);
 	}
 	else if (s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP &&
 		 s->tx == SK_TX_TCP && now_ns() > s->deadline_ns)
@@ -708,6 +734,10 @@ void san_sock_check_anchor(struct san_sock *s)
 	r = san_sys_recv(s->tcp, &b, 1, MSG_DONTWAIT | MSG_PEEK);
 	if (r == -EAGAIN || r == -EINTR)
 		return;
+	if (s->prov && s->prov->progress) {
+		/* what the peer sent before it went must be in the ring before EOF is believed */
+		s->prov->progress(s);
+	}
 	san_debug("fd %d: the anchor reports %s: the peer is gone", s->fd,
 		  r > 0 ? "data after the MARK" : r == 0 ? "EOF" : strerror((int)-r));
 	s->anchor_dead = true;
@@ -1515,7 +1545,7 @@ void san_sock_atfork_child(void)
 
 	pthread_mutex_init(&reg_lock, NULL);
 	n_tx_mute = 0;
-	san_up_atfork_child();
+	san_prov_atfork_child();
 	for (s = reg_list; s; s = s->next) {
 		pthread_mutex_init(&s->lock, NULL);
 		pthread_cond_init(&s->cond, NULL);
@@ -1598,11 +1628,12 @@ bool san_sock_on_close(int fd)
 	}
 	if (s->tx == SK_TX_SAN && !s->err)
 		san_conn_close(s);
+	if (s->committed && s->prov && s->prov->closed)
+		s->prov->closed(s);
 	if (s->committed && !s->swapped) {
 		/* Switched, though the application never read past the MARK: count it so. */
 		san_fd_set_state(fd, SAN_FD_SWITCHED);
-		if (san_stats_enabled())
-			san_stats_add(SAN_STAT_SWITCHED, 1);
+		count_switched(s);
 	}
 	if (s->committed && san_stats_enabled()) {
 		san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);

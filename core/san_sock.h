@@ -73,6 +73,7 @@ struct san_sock {
 	int ypeer; /* the peer's Y: ring the peer, or drain its plugs */
 	pid_t peer_pid;
 	const struct san_prov_ops *prov; /* the provider carrying it, once an upgrade began */
+	void *pv;			 /* that provider's own state of the connection, or NULL */
 
 	void *map; /* the memfd mapping: two rings, two bulk areas */
 	size_t map_len;
@@ -150,6 +151,7 @@ static inline int san_sock_x_own(const struct san_sock *s)
 /* The sock of a managed fd, with a reference; NULL if none. san_sock_put() when done. */
 struct san_sock *san_sock_get(int fd);
 void san_sock_put(struct san_sock *s);
+void san_sock_hold(struct san_sock *s);
 
 /* True if fd has a sock (a retried connect() must not make a second one). */
 bool san_sock_known(int fd);
@@ -215,8 +217,14 @@ void san_sock_flush_fin(struct san_sock *s);
 int san_sock_now_ms(void);
 int san_fd_hide(int fd);
 
-/* san_up.c: the upgrade. */
-void san_up_a_run(struct san_sock *s);
+/* san_up.c: the upgrade (shm), and the pieces every provider's upgrade uses. */
+int san_up_a_run(struct san_sock *s);
+uint64_t san_up_nonce(void);
+int san_up_pair(int *x, int *y);
+int san_up_write_mark(struct san_sock *s, int wait_ms);
+int san_up_fallback(struct san_sock *s, unsigned int reason);
+void san_up_b_fallback(struct san_sock *s, unsigned int reason);
+void san_up_unmap(struct san_sock *s);
 int san_up_listen(int lfd);
 void san_up_unlisten(int lfd);
 void san_up_atfork_child(void);

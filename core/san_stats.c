@@ -77,6 +77,7 @@ static const char *const san_stat_names[SAN_STAT_NR] = {
 	[SAN_STAT_GRANT_TX_BYTES] = "grant_tx_bytes",
 	[SAN_STAT_DIRECT_TX_BYTES] = "direct_tx_bytes",
 	[SAN_STAT_DREAD_TX_BYTES] = "direct_read_tx_bytes",
+	[SAN_STAT_SWITCHED_VERBS] = "switched_verbs",
 };
 /* clang-format on */
 

@@ -32,6 +32,7 @@ enum san_stat {
 					* waiting receive buffer (process_vm_writev) */
 	SAN_STAT_DREAD_TX_BYTES = 12,  /* of san_tx_bytes, read by the peer straight from the
 					* buffer of our waiting send (process_vm_readv) */
+	SAN_STAT_SWITCHED_VERBS = 13,  /* of switched, those carried by the verbs provider */
 	SAN_STAT_NR,
 };
 

@@ -37,7 +37,7 @@ struct san_shm_params {
 #define SAN_UP_TIMEOUT_MS 1000	 /* A: ACCEPT must come within this */
 #define SAN_UP_COMMIT_WAIT_MS 5000 /* A: B's SWITCH after ours (B answers at once) */
 
-static uint64_t nonce64(void)
+uint64_t san_up_nonce(void)
 {
 	uint64_t n = 0;
 
@@ -48,7 +48,7 @@ static uint64_t nonce64(void)
 }
 
 /* The notification pair: X becomes the application's fd at the swap, Y goes to the peer. */
-static int make_pair(int *x, int *y)
+int san_up_pair(int *x, int *y)
 {
 	int sv[2];
 	int r = san_sys_socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv);
@@ -119,7 +119,7 @@ static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, uint64_t
 	return r;
 }
 
-static void unmap_rings(struct san_sock *s)
+void san_up_unmap(struct san_sock *s)
 {
 	if (s->map)
 		munmap(s->map, s->map_len);
@@ -130,13 +130,13 @@ static void unmap_rings(struct san_sock *s)
 	memset(&s->rxr, 0, sizeof(s->rxr));
 }
 
-/* Before commit: undo everything, the connection stays on TCP with @reason. Lock held. */
-static void a_fallback(struct san_sock *s, unsigned int reason)
+/* Before commit: undo everything, the connection stays on TCP with @reason. Lock held. 0. */
+int san_up_fallback(struct san_sock *s, unsigned int reason)
 {
 	if (s->side >= 0)
 		san_sys_close(s->side);
 	s->side = -1;
-	unmap_rings(s);
+	san_up_unmap(s);
 	if (s->xfd >= 0)
 		san_sys_close(s->xfd);
 	if (s->ylocal >= 0)
@@ -145,6 +145,7 @@ static void a_fallback(struct san_sock *s, unsigned int reason)
 		san_sys_close(s->ypeer);
 	s->xfd = s->ylocal = s->ypeer = -1;
 	san_sock_drop(s, reason);
+	return 0;
 }
 
 /* Wait for one side-channel message; -ETIMEDOUT, or san_sidechan_recv()'s result. */
@@ -173,7 +174,7 @@ static void side_abort(int fd, uint16_t reason)
 }
 
 /* Write our MARK right after byte X on TCP; waits (the send buffer is empty for A). */
-static int write_mark(struct san_sock *s, int wait_ms)
+int san_up_write_mark(struct san_sock *s, int wait_ms)
 {
 	uint8_t mark[SAN_MARK_LEN];
 
@@ -200,7 +201,7 @@ static int write_mark(struct san_sock *s, int wait_ms)
  * nothing has been sent or read on TCP yet, so X_A = 0 and the reader needs no pause). The
  * steps and their order are protocol.md §9.1; failures before commit fall back.
  */
-void san_up_a_run(struct san_sock *s)
+int san_up_a_run(struct san_sock *s)
 {
 	struct san_side_rx rx = { .fd = -1, .pidfd = -1 };
 	struct san_shm_params prm = { 0 };
@@ -211,27 +212,31 @@ void san_up_a_run(struct san_sock *s)
 
 	r = san_owner_tuple(s->fd, &s->tuple);
 	if (r == -ENOTCONN)
-		return; /* a nonblocking connect still in progress: at the next call */
+		return 0; /* a nonblocking connect still in progress: at the next call */
 	s->attempted = true;
 	if (s->ep_overflow || s->tcp_tx || s->tcp_rx)
-		return a_fallback(s, SAN_R_STATE);
+		return san_up_fallback(s, SAN_R_STATE);
 	if (r < 0 || san_sidechan_netns(&netns) < 0)
-		return a_fallback(s, SAN_FB_NO_PROVIDER);
+		return san_up_fallback(s, SAN_FB_NO_PROVIDER);
 	if (san_fault(SAN_FAULT_SIDE_REFUSE))
-		return a_fallback(s, SAN_FB_NO_PEER);
+		return SAN_PROV_NO_PEER;
 	s->side = san_fd_hide(san_sidechan_connect_dest(&s->tuple.peer, netns, &used));
+	if (s->side == -ECONNREFUSED) {
+		s->side = -1;
+		return SAN_PROV_NO_PEER; /* nobody here: the peer is elsewhere, or without the switch */
+	}
 	if (s->side < 0)
-		return a_fallback(s, s->side == -ECONNREFUSED ? SAN_FB_NO_PEER : SAN_R_CHANNEL);
+		return san_up_fallback(s, SAN_R_CHANNEL);
 
 	memfd = memfd_create("sanswitch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (memfd < 0 || map_rings(s, memfd, SAN_RING_SIZE, SAN_BULK_SIZE, true, true) < 0 ||
-	    make_pair(&s->xfd, &y) < 0) {
+	    san_up_pair(&s->xfd, &y) < 0) {
 		if (memfd >= 0)
 			san_sys_close(memfd);
-		return a_fallback(s, SAN_R_RESOURCES);
+		return san_up_fallback(s, SAN_R_RESOURCES);
 	}
 	s->ylocal = y;
-	s->nonce_mine = nonce64();
+	s->nonce_mine = san_up_nonce();
 	prm.pid = (uint32_t)getpid();
 	prm.fd_hint = s->fd;
 	prm.ring_size = SAN_RING_SIZE;
@@ -249,24 +254,24 @@ void san_up_a_run(struct san_sock *s)
 	r = san_sidechan_send(s->side, &m, memfd);
 	san_sys_close(memfd);
 	if (r < 0)
-		return a_fallback(s, SAN_R_CHANNEL);
+		return san_up_fallback(s, SAN_R_CHANNEL);
 
 	r = side_wait(s->side, &rx, true, SAN_UP_TIMEOUT_MS);
 	if (r == -ETIMEDOUT) {
 		side_abort(s->side, SAN_R_TIMEOUT);
-		return a_fallback(s, SAN_R_TIMEOUT);
+		return san_up_fallback(s, SAN_R_TIMEOUT);
 	}
 	if (r < 0)
-		return a_fallback(s, r == -EPIPE || r == -ECONNRESET ? SAN_R_CHANNEL : SAN_R_MALFORMED);
+		return san_up_fallback(s, r == -EPIPE || r == -ECONNRESET ? SAN_R_CHANNEL : SAN_R_MALFORMED);
 	if (rx.msg.type == SAN_T_REJECT) {
 		san_side_rx_close_fds(&rx);
-		return a_fallback(s, rx.msg.u.reject.reason);
+		return san_up_fallback(s, rx.msg.u.reject.reason);
 	}
 	if (rx.msg.type != SAN_T_ACCEPT || rx.fd < 0 ||
 	    rx.msg.u.accept.params_len != sizeof(prm)) {
 		san_side_rx_close_fds(&rx);
 		side_abort(s->side, SAN_R_MALFORMED);
-		return a_fallback(s, SAN_R_MALFORMED);
+		return san_up_fallback(s, SAN_R_MALFORMED);
 	}
 	memcpy(&prm, rx.msg.u.accept.params, sizeof(prm));
 	{
@@ -277,7 +282,7 @@ void san_up_a_run(struct san_sock *s)
 		if (san_owner_check_cred(&rx.cred) < 0 || san_owner_prove(s->fd, &pf) < 0) {
 			san_side_rx_close_fds(&rx);
 			side_abort(s->side, SAN_R_CREDENTIALS);
-			return a_fallback(s, SAN_R_CREDENTIALS);
+			return san_up_fallback(s, SAN_R_CREDENTIALS);
 		}
 	}
 	s->ypeer = san_fd_hide(rx.fd);
@@ -295,25 +300,26 @@ void san_up_a_run(struct san_sock *s)
 	m.type = SAN_T_SWITCH;
 	m.u.sw.offset = s->tcp_tx;
 	if (san_sidechan_send(s->side, &m, s->ylocal) < 0)
-		return a_fallback(s, SAN_R_CHANNEL); /* NOT_SENT: B sees EOF, resumes */
+		return san_up_fallback(s, SAN_R_CHANNEL); /* NOT_SENT: B sees EOF, resumes */
 	san_sock_commit(s);
 	s->tx = SK_TX_SAN;
-	if (write_mark(s, SAN_UP_COMMIT_WAIT_MS) < 0 || san_conn_send_hello(s) < 0) {
+	if (san_up_write_mark(s, SAN_UP_COMMIT_WAIT_MS) < 0 || san_conn_send_hello(s) < 0) {
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
-		return;
+		return 0;
 	}
 	r = side_wait(s->side, &rx, false, SAN_UP_COMMIT_WAIT_MS);
 	if (!r)
 		san_side_rx_close_fds(&rx);
 	if (r < 0 || rx.msg.type != SAN_T_SWITCH) {
 		san_sock_reset_locked(s, -ECONNRESET, r < 0 ? SAN_R_CHANNEL : SAN_R_PROTOCOL);
-		return;
+		return 0;
 	}
 	san_sys_close(s->side);
 	s->side = -1;
 	s->x_peer = rx.msg.u.sw.offset;
 	s->rx = SK_RX_DRAIN;
 	san_debug("fd %d: committed (A), peer's X %llu", s->fd, (unsigned long long)s->x_peer);
+	return 0;
 }
 
 /* ---- B, on the engine thread ------------------------------------------------------------ */
@@ -349,15 +355,15 @@ static void side_reject(int fd, uint16_t reason)
 }
 
 /* B's reader resumes and the connection stays TCP. */
-static void b_fallback(struct san_sock *s, unsigned int reason)
+void san_up_b_fallback(struct san_sock *s, unsigned int reason)
 {
 	pthread_mutex_lock(&s->lock);
 	if (!s->committed && !s->closing) {
 		if (s->rx == SK_RX_PAUSED)
 			san_sock_epoll_rearm(s);
-		a_fallback(s, reason);
+		san_up_fallback(s, reason);
 	} else if (!s->committed) {
-		a_fallback(s, reason);
+		san_up_fallback(s, reason);
 	}
 	pthread_mutex_unlock(&s->lock);
 }
@@ -391,13 +397,13 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 		if (san_owner_check_cred(&rx->cred) < 0 || san_owner_prove(s->fd, &pf) < 0)
 			return SAN_R_CREDENTIALS;
 	}
-	if (make_pair(&x, &y) < 0)
+	if (san_up_pair(&x, &y) < 0)
 		return SAN_R_RESOURCES;
 	pthread_mutex_lock(&s->lock);
 	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
 	     s->tx == SK_TX_TCP && !s->ep_overflow;
 	if (ok && map_rings(s, rx->fd, prm.ring_size, prm.bulk_size, false, false) < 0) {
-		unmap_rings(s);
+		san_up_unmap(s);
 		ok = false;
 	}
 	if (!ok) {
@@ -412,7 +418,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	s->rx = SK_RX_PAUSED;
 	s->xfd = x;
 	s->ylocal = y;
-	s->nonce_mine = nonce64();
+	s->nonce_mine = san_up_nonce();
 	s->nonce_peer = p->nonce;
 	s->peer_pid = rx->cred.pid;
 	/* kept: a direct read is trusted only while the process it read from still lives */
@@ -429,7 +435,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	m.u.accept.params = &mine;
 	m.u.accept.params_len = sizeof(mine);
 	if (san_sidechan_send(c->w.fd, &m, y) < 0) {
-		b_fallback(s, SAN_R_CHANNEL);
+		san_up_b_fallback(s, SAN_R_CHANNEL);
 		c->stage = 2;
 		return 0;
 	}
@@ -444,7 +450,7 @@ static void b_mark_retry(struct ev_loop *loop, ev_timer *t, int revents)
 	int r;
 
 	pthread_mutex_lock(&s->lock);
-	r = s->err || s->closing ? 0 : write_mark(s, 0);
+	r = s->err || s->closing ? 0 : san_up_write_mark(s, 0);
 	if (r < 0 && r != -EAGAIN)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
 	pthread_mutex_unlock(&s->lock);
@@ -479,7 +485,7 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 	m.u.sw.offset = s->tcp_tx;
 	r = san_sidechan_send(c->w.fd, &m, -1);
 	if (r == 0)
-		r = write_mark(s, 0);
+		r = san_up_write_mark(s, 0);
 	if (r == 0 || r == -EAGAIN)
 		r = san_conn_send_hello(s) < 0 ? -EIO : r;
 	if (r < 0 && r != -EAGAIN)
@@ -567,7 +573,7 @@ static void b_side_read(struct ev_loop *loop, ev_io *w, int revents)
 		if (!r)
 			san_side_rx_close_fds(&rx);
 		/* ABORT, EOF, or garbage before A committed: resume, stay TCP. */
-		b_fallback(c->s, r == 0 && rx.msg.type == SAN_T_ABORT ? rx.msg.u.abort.reason
+		san_up_b_fallback(c->s, r == 0 && rx.msg.type == SAN_T_ABORT ? rx.msg.u.abort.reason
 								       : SAN_R_CHANNEL);
 		side_close(loop, c);
 		return;

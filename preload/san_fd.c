@@ -6,7 +6,7 @@ SAN_EXPORT int close(int fd)
 	if (unlikely(san_managed(fd)))
 		san_sock_on_close(fd);
 	else if (unlikely(san_listener(fd)))
-		san_up_unlisten(fd);
+		san_prov_unlisten(fd);
 	san_track_close(fd);
 	return SAN_REAL(close)(fd);
 }

@@ -137,7 +137,7 @@ void san_track_close_range(unsigned int first, unsigned int last)
 		if (san_fd_managed_state(san_fd_state(f)) && !san_fd_guarded())
 			san_sock_on_close((int)fd);
 		else if (san_fd_state(f) == SAN_FD_LISTENER && !san_fd_guarded())
-			san_up_unlisten((int)fd);
+			san_prov_unlisten((int)fd);
 		san_stats_fd_close((int)fd);
 	}
 	san_fd_clear_range(first, last);

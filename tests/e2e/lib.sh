@@ -96,7 +96,7 @@ _menv() {
 	none) MENV=(env -u LD_PRELOAD) ;;
 	# preloaded, but no provider may carry a connection: every call takes the interposed
 	# path and every connection falls back to TCP (the cost of the interposition alone)
-	pass) MENV=(env "LD_PRELOAD=$SO" SANSWITCH_PROVIDER=verbs) ;;
+	pass) MENV=(env "LD_PRELOAD=$SO" SANSWITCH_PROVIDER=none) ;;
 	*) fail "bad mode '$1' (want pre, pass or none)" ;;
 	esac
 }

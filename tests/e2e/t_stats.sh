@@ -148,7 +148,7 @@ for e in "$TMP/bad.cli.err" "$TMP/bad.srv.err"; do
 	for want in 'SANSWITCH_BULK=bogus not understood (accepted: auto|read|grant|inline), using auto' \
 		'SANSWITCH_INLINE_MAX=9M out of range (accepted: 0..1M bytes' \
 		'SANSWITCH_SPIN_US=-3 not understood (accepted: 0..1000000 microseconds), using 50' \
-		'SANSWITCH_PROVIDER=ib not understood (accepted: auto|shm|verbs), using auto' \
+		'SANSWITCH_PROVIDER=ib not understood (accepted: auto|shm|verbs|none), using auto' \
 		'SANSWITCH_FAULT=reg_fail,nope not understood (accepted: a comma list of reg_fail,' \
 		'SANSWITCH_DISABLE=yes not understood (accepted: 0|1), using 0' \
 		'SANSWITCH_STATS=2 not understood (accepted: 0|1)'; do

@@ -728,7 +728,7 @@ START_TEST(test_format_line)
 	ck_assert_str_eq(buf, "sanswitch: pid=42 switched=1 fallback=2 san_tx_bytes=3 "
 			      "san_rx_bytes=4 tcp_tx_bytes=5 tcp_rx_bytes=6 enobufs=7 connects=8 "
 			      "accepts=9 read_tx_bytes=10 grant_tx_bytes=11 direct_tx_bytes=12 "
-			      "direct_read_tx_bytes=13 "
+			      "direct_read_tx_bytes=13 switched_verbs=14 "
 			      "fallback_timeout=1 "
 			      "fallback_not_attempted=2\n");
 	ck_assert_uint_eq(n, strlen(buf));

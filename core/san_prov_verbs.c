@@ -1,0 +1,1094 @@
+/* core — the verbs provider: switched connections over RDMA (rdma-core), docs/verbs.md. */
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <ev.h>
+
+#include "core/san_engine.h"
+#include "core/san_fdtable.h"
+#include "core/san_log.h"
+#include "core/san_prov.h"
+#include "core/san_sock.h"
+#include "core/san_stats.h"
+#include "core/san_sys.h"
+#include "core/san_verbs.h"
+#include "proto/san_msg.h"
+#include "proto/san_upgrade.h"
+#include "proto/san_wire.h"
+
+/*
+ * The engine above (rings of sealed frames, readiness through X, the session messages) is the
+ * one shm uses; here the rings are private to this process and RC SENDs carry the frames
+ * between the two processes' rings (docs/verbs.md §1):
+ *
+ *   application send -> txr --pump: SEND per frame--> peer's QP --on_msg: copy--> peer's rxr
+ *
+ * The pump runs wherever a frame was committed (the application's thread, in ring_peer) and on
+ * the engine thread when completions or credits free room. The engine thread takes the
+ * receives (on_msg) and copies them into rxr, ringing our own X; a receive that finds rxr full
+ * is held in its slot (its credit withheld, so the peer's sender stops) until the application
+ * releases room (wake_producer, which refills). Every function here runs with the sock's lock.
+ *
+ * Trust: across hosts the proof of ownership of protocol.md §9.3 does not exist; the fabric is
+ * trusted as WSD, SDP and rsockets trust it, and the MARKs still prove that the peer holds the
+ * TCP connection's other end (docs/verbs.md §2).
+ */
+
+#define V_RING (256u * 1024u)		      /* data bytes of each private ring */
+#define V_MAX_MSG (16u * 1024u + SAN_HDR_LEN) /* largest frame: a 16 KiB DATA payload */
+#define V_NRECV 64			      /* receive slots (credits we give) */
+#define V_THRESHOLD 16
+#define V_NSEND 32
+#define V_CONNECT_MS 3000  /* A: address, route and connect, in all (a first rdma_cm use in a
+			    * process takes ~100 ms under emulation; a peer without a listener
+			    * rejects at once, so this bounds only an unanswered connect) */
+#define V_SWITCH_MS 5000   /* A: B's SWITCH after ours */
+#define V_ACCEPT_MS 1000   /* B: ESTABLISHED after its accept */
+#define V_SWITCH_S 5.0	   /* B: A's SWITCH after ESTABLISHED */
+#define V_LINGER_S 2.0	   /* a listener outlives its TCP listener (as shm's side channel) */
+#define V_B_TRIES 100	   /* x 5 ms: a PROPOSE that came before the application's accept() */
+#define V_END_S 2.0	   /* a reset connection's ABORT has this long to go out */
+
+/* The compact PROPOSE, ACCEPT and REJECT in the CM's private data (big-endian fields). */
+#define V_PROPOSE_MAGIC 0x53414e50u /* "SANP" */
+#define V_ACCEPT_MAGIC 0x53414e41u  /* "SANA" */
+#define V_REJECT_MAGIC 0x53414e58u  /* "SANX" */
+
+struct v_propose {
+	uint32_t magic;
+	uint8_t ver_min, ver_max;
+	uint16_t caps;
+	uint64_t nonce;	       /* what B writes in its MARK */
+	uint8_t src[16], dst[16]; /* A's and B's address as A sees them (IPv4-mapped) */
+	uint16_t sport, dport;
+	uint32_t rsvd;
+};
+struct v_accept {
+	uint32_t magic;
+	uint8_t version, rsvd0[3];
+	uint32_t caps;
+	uint32_t max_msg; /* the largest frame B's receive slots take */
+	uint64_t nonce;	  /* what A writes in its MARK */
+};
+struct v_reject {
+	uint32_t magic;
+	uint16_t reason; /* enum san_reason */
+	uint16_t rsvd;
+};
+_Static_assert(sizeof(struct v_propose) == SAN_VERBS_PDATA_CONNECT &&
+		       sizeof(struct v_accept) == 24 && sizeof(struct v_reject) == 8,
+	       "verbs private data layout changed: update docs/verbs.md §2");
+
+enum v_stage {
+	V_WAIT_SWITCH, /* the peer's SWITCH is the next message (A: after ours; B: before ours) */
+	V_RUNNING,     /* frames flow both ways */
+};
+
+struct v_held {
+	int64_t slot;
+	const void *msg;
+	uint32_t len;
+};
+
+/* One switched (or switching) connection's provider state: s->pv. */
+struct vconn {
+	struct san_sock *s; /* a reference */
+	struct san_verbs_conn *c;
+	bool b;			/* we accepted (B) */
+	enum v_stage stage;
+	bool switch_sent;	/* our SWITCH is out: frames of txr may follow */
+	bool in_poll;		/* inside san_verbs_poll: sends wait for its end */
+	bool gone;		/* the transport broke or the peer disconnected */
+	bool peer_done;		/* the peer's DISCONNECT or ABORT came through */
+	bool fail;		/* a message broke the protocol: reset after the poll */
+	bool watched;		/* the engine watches it (started on the engine thread) */
+	bool ending;		/* reset or closed: finish once the last frames are out */
+	ev_tstamp end_by;	/* ... or by then */
+	struct san_shm_cons pump; /* our txr, read to send */
+	struct san_shm_prod fill; /* our rxr, written from receives */
+	void *map;
+	size_t map_len;
+	int x, y;   /* the notification pair until it is handed to the sock */
+	int kick;   /* eventfd: another thread asks the engine to look (closed, reset) */
+	ev_io cq_w, cm_w, kick_w;
+	ev_timer t; /* B: A's SWITCH must come; then: the MARK's rest; an ending's limit */
+	uint32_t nheld, hhead;
+	struct v_held held[V_NRECV];
+};
+
+static const struct san_verbs_params v_params = {
+	.nrecv = V_NRECV,
+	.threshold = V_THRESHOLD,
+	.nsend = V_NSEND,
+	.max_msg = V_MAX_MSG,
+};
+
+/* No rdma_cm on this host (no device, no module): no listener or connect tries again. */
+static int v_absent;
+
+static bool v_absent_errno(int r)
+{
+	return r == -ENODEV || r == -ENOENT || r == -ENOSYS || r == -EAFNOSUPPORT;
+}
+
+/* ---- the private rings ----------------------------------------------------------------- */
+
+static void v_timer(struct ev_loop *loop, ev_timer *t, int revents);
+
+static void v_free(struct vconn *v)
+{
+	if (v->c)
+		san_verbs_close(v->c);
+	if (v->map)
+		munmap(v->map, v->map_len);
+	if (v->x >= 0)
+		san_sys_close(v->x);
+	if (v->y >= 0)
+		san_sys_close(v->y);
+	if (v->kick >= 0)
+		san_sys_close(v->kick);
+	free(v);
+}
+
+/*
+ * Two rings in anonymous memory (ring 0: our frames out, ring 1: the peer's in), the handles
+ * the provider keeps on their far ends, and the notification pair. NULL if memory is short.
+ */
+static struct vconn *v_new(void)
+{
+	size_t one = san_shm_ring_bytes(V_RING);
+	struct vconn *v = calloc(1, sizeof(*v));
+	uint8_t *base;
+
+	if (!v)
+		return NULL;
+	v->x = v->y = v->kick = -1;
+	v->map_len = 2 * one;
+	base = mmap(NULL, v->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED) {
+		free(v);
+		return NULL;
+	}
+	v->map = base;
+	if (san_shm_ring_init(base, one, V_RING) < 0 || san_shm_ring_init(base + one, one, V_RING) < 0 ||
+	    san_shm_ring_cons_attach(&v->pump, base, one, V_MAX_MSG) < 0 ||
+	    san_shm_ring_prod_attach(&v->fill, base + one, one, V_MAX_MSG) < 0 ||
+	    san_up_pair(&v->x, &v->y) < 0) {
+		v_free(v);
+		return NULL;
+	}
+	v->kick = san_fd_hide(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+	if (v->kick < 0) {
+		v_free(v);
+		return NULL;
+	}
+	ev_init(&v->t, v_timer);
+	v->t.data = v;
+	/* every commit of the application's is a frame to send: no sleeping consumer to ring */
+	san_shm_ring_cons_edges(&v->pump, true);
+	return v;
+}
+
+/* Hand the rings and the pair to s (lock held); s keeps them (sock_free unmaps, closes). */
+static int v_attach(struct vconn *v, struct san_sock *s)
+{
+	size_t one = san_shm_ring_bytes(V_RING);
+	int r = san_shm_ring_prod_attach(&s->txr, v->map, one, V_MAX_MSG);
+
+	if (!r)
+		r = san_shm_ring_cons_attach(&s->rxr, (uint8_t *)v->map + one, one, V_MAX_MSG);
+	if (r < 0)
+		return r;
+	if (s->want_edges)
+		san_shm_ring_cons_edges(&s->rxr, true);
+	s->map = v->map;
+	s->map_len = v->map_len;
+	s->xfd = v->x;
+	s->ylocal = v->y;
+	v->map = NULL;
+	v->x = v->y = -1;
+	/* shm's one-copy paths read or write the peer process's memory: not across a fabric */
+	s->direct_off = s->src_off = true;
+	s->prov = &san_prov_verbs;
+	s->pv = v;
+	v->s = s;
+	san_sock_hold(s);
+	return 0;
+}
+
+/* ---- frames out ------------------------------------------------------------------------ */
+
+static void v_down(struct vconn *v, int r);
+
+/* Send what txr holds while credits and send slots last. */
+static void pump(struct vconn *v)
+{
+	struct san_sock *s = v->s;
+	struct san_shm_frame f;
+	int r;
+
+	if (!v->c || v->gone || !v->switch_sent || v->in_poll)
+		return;
+	while ((r = san_shm_ring_cons_peek(&v->pump, &f)) == 0) {
+		r = san_verbs_send(v->c, f.msg, f.len);
+		if (r == -EAGAIN)
+			return; /* a completion or the peer's credits bring us back */
+		if (r < 0) {
+			v_down(v, r);
+			return;
+		}
+		r = san_shm_ring_cons_consume(&v->pump);
+		if (r == 1 && s->ylocal >= 0)
+			san_sock_unplug(s->ylocal); /* our application waits for room */
+		if (r < 0)
+			break;
+	}
+	if (r != -EAGAIN) {
+		san_warn("fd %d: verbs: outbound ring: %s", s->fd, v->pump.why ? v->pump.why : "broken");
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
+	}
+}
+
+/* A session message the provider sends itself (SWITCH): encoded here, not through txr. */
+static int send_switch(struct vconn *v, uint64_t offset)
+{
+	struct san_msg m = { .type = SAN_T_SWITCH };
+	uint8_t buf[64];
+	int n;
+
+	m.u.sw.offset = offset;
+	n = san_msg_encode(&m, buf, sizeof(buf));
+	if (n < 0)
+		return n;
+	return san_verbs_send(v->c, buf, (size_t)n);
+}
+
+/* ---- frames in ------------------------------------------------------------------------- */
+
+/* One received frame into rxr: 0, -EAGAIN (no room), or -EPROTO. */
+static int deliver(struct vconn *v, const void *msg, uint32_t len)
+{
+	struct san_sock *s = v->s;
+	uint8_t type = ((const struct san_wire_hdr *)msg)->type;
+	void *buf;
+	int room = san_shm_ring_prod_reserve(&v->fill, len, &buf);
+
+	if (room == -EAGAIN)
+		return -EAGAIN;
+	if (room < 0 || (uint32_t)room < len)
+		return -EPROTO;
+	memcpy(buf, msg, len);
+	room = san_shm_ring_prod_commit(&v->fill);
+	if (room < 0)
+		return -EPROTO; /* not a message header: the ring refuses to seal it */
+	if (room == 1)
+		san_sock_ring_self(s);
+	/* the peer's FIN: X reads as TCP does after one (shm: the peer shuts our Y) */
+	if (type == SAN_T_DISCONNECT && s->ylocal >= 0)
+		(void)san_sys_shutdown(s->ylocal, SHUT_WR);
+	return 0;
+}
+
+/* Move held receives into rxr while it has room; arm for the rest. */
+static void refill(struct vconn *v)
+{
+	while (v->nheld) {
+		struct v_held *h = &v->held[v->hhead];
+		int r = deliver(v, h->msg, h->len);
+
+		if (r == -EAGAIN) {
+			if (san_shm_ring_prod_arm(&v->fill, h->len) == 1)
+				continue; /* the application released room meanwhile */
+			return;	  /* its next release calls wake_producer */
+		}
+		if (r < 0) {
+			v->fail = true;
+			return;
+		}
+		(void)san_verbs_release(v->c, h->slot);
+		v->hhead = (v->hhead + 1) % V_NRECV;
+		v->nheld--;
+	}
+	san_shm_ring_prod_disarm(&v->fill);
+}
+
+static int hold(struct vconn *v, const void *msg, uint32_t len)
+{
+	int64_t slot;
+
+	if (v->nheld == V_NRECV)
+		return -EPROTO; /* more than our slots: the transport would have refused */
+	slot = san_verbs_hold(v->c);
+	if (slot < 0)
+		return -EPROTO;
+	v->held[(v->hhead + v->nheld) % V_NRECV] = (struct v_held){ slot, msg, len };
+	v->nheld++;
+	if (san_shm_ring_prod_arm(&v->fill, len) == 1)
+		refill(v);
+	return 0;
+}
+
+static void b_commit(struct vconn *v, uint64_t offset);
+
+/* The peer's SWITCH, its first message on the QP: its switch-over offset. */
+static int on_switch(struct vconn *v, const void *msg, size_t len)
+{
+	struct san_sock *s = v->s;
+	struct san_msg m;
+
+	if (san_msg_decode(msg, len, SAN_CHAN_SIDE, (uint32_t)len, &m) < 0 ||
+	    m.type != SAN_T_SWITCH || m.u.sw.offset < s->tcp_rx) {
+		san_warn("fd %d: verbs: the peer's first message is not a valid SWITCH", s->fd);
+		return -EPROTO;
+	}
+	if (v->b) {
+		b_commit(v, m.u.sw.offset);
+	} else {
+		s->x_peer = m.u.sw.offset;
+		s->rx = SK_RX_DRAIN;
+		pthread_cond_broadcast(&s->cond);
+	}
+	v->stage = V_RUNNING;
+	return 0;
+}
+
+static int on_msg(void *arg, const void *msg, size_t len)
+{
+	struct vconn *v = arg;
+	uint8_t type;
+	int r;
+
+	if (len < SAN_HDR_LEN || len > V_MAX_MSG)
+		return -EPROTO;
+	if (v->stage == V_WAIT_SWITCH)
+		return on_switch(v, msg, len);
+	/*
+	 * The peer's stream ends here (delivered now or held): the disconnect that follows is
+	 * its orderly close, not a reset. Held frames are kept until the application has them.
+	 */
+	type = ((const struct san_wire_hdr *)msg)->type;
+	if (type == SAN_T_DISCONNECT || type == SAN_T_ABORT)
+		v->peer_done = true;
+	if (v->s->err)
+		return 0; /* reset: nothing more is read (the slot goes back at once) */
+	if (!v->nheld) {
+		r = deliver(v, msg, (uint32_t)len);
+		if (r != -EAGAIN)
+			return r;
+	}
+	return hold(v, msg, (uint32_t)len);
+}
+
+/* ---- progress and the end -------------------------------------------------------------- */
+
+/* The transport is gone (a failed completion, the peer's disconnect) or broke the rules. */
+static void v_down(struct vconn *v, int r)
+{
+	struct san_sock *s = v->s;
+
+	if (v->gone)
+		return;
+	v->gone = true;
+	san_debug("fd %d: verbs: transport %s (%s)", s->fd, r == -EPROTO ? "broken" : "down",
+		  strerror(-r));
+	if (v->b && v->stage == V_WAIT_SWITCH)
+		return; /* B before commit: v_run falls back to TCP */
+	if (r == -EPROTO || (!v->peer_done && !s->err))
+		san_sock_reset_locked(s, -ECONNRESET, r == -EPROTO ? SAN_R_PROTOCOL : SAN_R_CHANNEL);
+	pthread_cond_broadcast(&s->cond);
+}
+
+/* Take completions into rxr, send what waits, re-arm. Lock held. */
+static void v_progress(struct vconn *v)
+{
+	int r;
+
+	if (!v->c || v->gone)
+		return;
+	(void)san_verbs_ack(v->c);
+	for (;;) {
+		v->in_poll = true;
+		r = san_verbs_poll(v->c, on_msg, v);
+		v->in_poll = false;
+		if (r < 0 || v->fail) {
+			v_down(v, v->fail ? -EPROTO : r);
+			return;
+		}
+		if (v->stage == V_RUNNING && v->nheld)
+			refill(v);
+		pump(v);
+		if (r > 0)
+			continue;
+		if (san_verbs_arm(v->c) > 0)
+			continue;
+		return;
+	}
+}
+
+/* Nothing more to do for the connection: its frames are out, or they never will be. */
+static bool v_finished(struct vconn *v)
+{
+	struct san_sock *s = v->s;
+	struct san_verbs_info in;
+
+	if (v->b && v->stage == V_WAIT_SWITCH)
+		return v->gone || s->closing;
+	if (v->gone)
+		return !v->nheld || s->closing || s->err;
+	if (!s->closing && !s->err)
+		return false;
+	if (!v->ending) {
+		v->ending = true;
+		v->end_by = ev_now(san_engine_loop()) + V_END_S;
+	}
+	if (s->err && ev_now(san_engine_loop()) >= v->end_by)
+		return true;
+	san_verbs_get_info(v->c, &in);
+	return !s->fin_pending && san_shm_ring_cons_peek(&v->pump, &(struct san_shm_frame){ 0 }) ==
+					   -EAGAIN && !in.sends_busy;
+}
+
+/* On the engine: stop watching, close the transport, let the sock go. */
+static void v_end(struct ev_loop *loop, struct vconn *v)
+{
+	struct san_sock *s = v->s;
+	bool fallback;
+
+	ev_io_stop(loop, &v->cq_w);
+	ev_io_stop(loop, &v->cm_w);
+	ev_io_stop(loop, &v->kick_w);
+	ev_timer_stop(loop, &v->t);
+	pthread_mutex_lock(&s->lock);
+	fallback = v->b && v->stage == V_WAIT_SWITCH;
+	s->pv = NULL;
+	/* the private rings and X stay with the sock; the transport goes (a disconnect) */
+	san_verbs_close(v->c);
+	v->c = NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (fallback)
+		san_up_b_fallback(s, SAN_R_CHANNEL);
+	san_debug("fd %d: verbs: connection ended", s->fd);
+	v_free(v);
+	san_sock_put(s);
+}
+
+static void v_run(struct ev_loop *loop, struct vconn *v)
+{
+	struct san_sock *s = v->s;
+	eventfd_t n;
+	bool done;
+
+	(void)eventfd_read(v->kick, &n);
+	pthread_mutex_lock(&s->lock);
+	v_progress(v);
+	done = v_finished(v);
+	if (!done && v->ending && !ev_is_active(&v->t)) {
+		ev_timer_set(&v->t, V_END_S, 0.);
+		ev_timer_start(loop, &v->t);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (done)
+		v_end(loop, v);
+}
+
+static void v_io(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)revents;
+	v_run(loop, w->data);
+}
+
+/* B: A's SWITCH did not come; later: the MARK's rest, or an ending's deadline. */
+static void v_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct vconn *v = t->data;
+	struct san_sock *s = v->s;
+
+	(void)revents;
+	pthread_mutex_lock(&s->lock);
+	if (v->b && v->stage == V_WAIT_SWITCH) {
+		v->gone = true;
+	} else if (s->mark_out < SAN_MARK_LEN && !s->err && !s->closing) {
+		int r = san_up_write_mark(s, 0);
+
+		if (r < 0 && r != -EAGAIN)
+			san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+		if (r == -EAGAIN) {
+			pthread_mutex_unlock(&s->lock);
+			return; /* the repeating timer tries again */
+		}
+	}
+	ev_timer_stop(loop, t);
+	pthread_mutex_unlock(&s->lock);
+	v_run(loop, v);
+}
+
+static void v_watch(void *arg)
+{
+	struct vconn *v = arg;
+	struct ev_loop *loop = san_engine_loop();
+
+	ev_io_init(&v->cq_w, v_io, san_verbs_fd(v->c), EV_READ);
+	ev_io_init(&v->cm_w, v_io, san_verbs_cm_fd(v->c), EV_READ);
+	ev_io_init(&v->kick_w, v_io, v->kick, EV_READ);
+	v->cq_w.data = v->cm_w.data = v->kick_w.data = v;
+	ev_io_start(loop, &v->cq_w);
+	ev_io_start(loop, &v->cm_w);
+	ev_io_start(loop, &v->kick_w);
+	if (!ev_is_active(&v->t) && v->b && v->stage == V_WAIT_SWITCH) {
+		ev_timer_set(&v->t, V_SWITCH_S, 0.);
+		ev_timer_start(loop, &v->t);
+	}
+	v_run(loop, v); /* what came before the watchers did */
+}
+
+/* ---- the ops the engine calls (lock held) ---------------------------------------------- */
+
+static void v_ring_peer(struct san_sock *s)
+{
+	if (s->pv)
+		pump(s->pv);
+}
+
+static void v_wake_producer(struct san_sock *s)
+{
+	struct vconn *v = s->pv;
+
+	if (!v || !v->c)
+		return;
+	refill(v);
+	if (!v->in_poll)
+		(void)eventfd_write(v->kick, 1); /* credits went back: the engine sends them */
+}
+
+static void v_progress_op(struct san_sock *s)
+{
+	if (s->pv)
+		v_progress(s->pv);
+}
+
+static void v_closed(struct san_sock *s)
+{
+	struct vconn *v = s->pv;
+
+	if (v && v->kick >= 0)
+		(void)eventfd_write(v->kick, 1);
+}
+
+/* No bulk area on verbs yet (docs/verbs.md §4): every transfer is COPY, so this never runs. */
+static void v_bulk_copy(struct san_sock *s, uint64_t off, const struct iovec *iov, int iovcnt,
+			size_t at, size_t n)
+{
+	(void)off;
+	(void)iov;
+	(void)iovcnt;
+	(void)at;
+	(void)n;
+	san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
+}
+
+/* ---- A: the upgrade in the first data call --------------------------------------------- */
+
+/*
+ * Peers whose connect went unanswered (a host without RDMA behind a RoCE route answers
+ * nothing: the CM retries until V_CONNECT_MS). Each costs that wait once; for the next
+ * V_DEAF_S seconds connections to it stay TCP at once (reason no_peer). A few entries, a
+ * process-wide lock: this runs once per connection, before any data.
+ */
+#define V_DEAF_N 16
+#define V_DEAF_S 60
+static struct {
+	uint8_t addr[16];
+	time_t until;
+} deaf[V_DEAF_N];
+static unsigned int deaf_next;
+static pthread_mutex_t deaf_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool deaf_peer(const struct san_addr *a, bool add)
+{
+	time_t now = time(NULL);
+	bool hit = false;
+
+	pthread_mutex_lock(&deaf_lock);
+	for (unsigned int i = 0; i < V_DEAF_N && !hit; i++)
+		hit = deaf[i].until > now && !memcmp(deaf[i].addr, a->addr, 16);
+	if (add && !hit) {
+		memcpy(deaf[deaf_next].addr, a->addr, 16);
+		deaf[deaf_next].until = now + V_DEAF_S;
+		deaf_next = (deaf_next + 1) % V_DEAF_N;
+	}
+	pthread_mutex_unlock(&deaf_lock);
+	return hit;
+}
+
+static void addr_str(const struct san_addr *a, char *buf, size_t len)
+{
+	if (san_addr_is_v4(a))
+		inet_ntop(AF_INET, a->addr + 12, buf, (socklen_t)len);
+	else
+		inet_ntop(AF_INET6, a->addr, buf, (socklen_t)len);
+}
+
+/* Wait (lock held, nothing else can run on this connection) until one message may be sent. */
+static int a_wait_credit(struct vconn *v, int ms)
+{
+	for (int waited = 0; !san_verbs_can_send(v->c); waited++) {
+		struct pollfd p = { san_verbs_fd(v->c), POLLIN, 0 };
+		int r = san_verbs_poll(v->c, on_msg, v); /* B sends nothing before our SWITCH */
+
+		if (r < 0)
+			return r;
+		if (r > 0 || san_verbs_can_send(v->c))
+			continue;
+		if (san_verbs_arm(v->c) > 0)
+			continue;
+		if (waited >= ms || san_sys_poll(&p, 1, 1) < 0)
+			return -ETIMEDOUT;
+		(void)san_verbs_ack(v->c);
+	}
+	return 0;
+}
+
+static int v_propose(struct san_sock *s)
+{
+	struct v_propose pp = { 0 };
+	struct v_accept acc = { 0 };
+	struct san_verbs_conn *c = NULL;
+	struct vconn *v;
+	char host[INET6_ADDRSTRLEN];
+	size_t alen = sizeof(acc);
+	int r;
+
+	r = san_owner_tuple(s->fd, &s->tuple);
+	if (r == -ENOTCONN)
+		return 0; /* a nonblocking connect still in progress: at the next call */
+	s->attempted = true;
+	if (s->ep_overflow || s->tcp_tx || s->tcp_rx)
+		return san_up_fallback(s, SAN_R_STATE);
+	if (r < 0)
+		return san_up_fallback(s, SAN_FB_NO_PROVIDER);
+	if (v_absent || deaf_peer(&s->tuple.peer, false))
+		return SAN_PROV_NO_PEER;
+	v = v_new();
+	if (!v)
+		return san_up_fallback(s, SAN_R_RESOURCES);
+	s->nonce_mine = san_up_nonce();
+	pp.magic = htobe32(V_PROPOSE_MAGIC);
+	pp.ver_min = pp.ver_max = SAN_PROTO_VERSION;
+	pp.nonce = htobe64(s->nonce_mine);
+	memcpy(pp.src, s->tuple.local.addr, 16);
+	memcpy(pp.dst, s->tuple.peer.addr, 16);
+	pp.sport = htobe16(s->tuple.local.port);
+	pp.dport = htobe16(s->tuple.peer.port);
+	addr_str(&s->tuple.peer, host, sizeof(host));
+	san_fd_guard_enter();
+	r = san_verbs_connect(host, s->tuple.peer.port, &v_params, &pp, sizeof(pp), V_CONNECT_MS,
+			      &c, &acc, &alen);
+	san_fd_guard_leave();
+	if (r < 0) {
+		v_free(v);
+		if (v_absent_errno(r) && !v_absent) {
+			v_absent = 1;
+			san_debug("verbs: no rdma_cm here (%s): connections stay off verbs",
+				  strerror(-r));
+		}
+		if (r == -ECONNREFUSED && alen >= sizeof(struct v_reject) &&
+		    be32toh(((struct v_reject *)&acc)->magic) == V_REJECT_MAGIC)
+			return san_up_fallback(s, be16toh(((struct v_reject *)&acc)->reason));
+		if (r == -ENOMEM || r == -EPERM)
+			return san_up_fallback(s, SAN_R_RESOURCES); /* RLIMIT_MEMLOCK, most likely */
+		if (r == -ETIMEDOUT) {
+			san_info("verbs: %s did not answer within %d ms: connections to it stay on "
+				 "TCP for %d s", host, V_CONNECT_MS, V_DEAF_S);
+			(void)deaf_peer(&s->tuple.peer, true);
+		}
+		return SAN_PROV_NO_PEER; /* no listener, route or device: the peer is not on verbs */
+	}
+	v->c = c;
+	if (alen < sizeof(acc) || be32toh(acc.magic) != V_ACCEPT_MAGIC ||
+	    acc.version != SAN_PROTO_VERSION || be32toh(acc.max_msg) < V_MAX_MSG) {
+		v_free(v); /* B sees the disconnect before our SWITCH: it resumes TCP */
+		return san_up_fallback(s, SAN_R_MALFORMED);
+	}
+	if (v_attach(v, s) < 0) {
+		v_free(v);
+		return san_up_fallback(s, SAN_R_RESOURCES);
+	}
+	s->nonce_peer = be64toh(acc.nonce);
+	s->peer_caps = 0; /* no bulk area, no direct paths (docs/verbs.md §4) */
+	/* ---- commit: SWITCH (X_A = 0), the MARK, HELLO; then B's SWITCH says X_B ---- */
+	r = a_wait_credit(v, V_SWITCH_MS);
+	if (!r)
+		r = send_switch(v, s->tcp_tx);
+	if (r < 0) {
+		/* B sees the disconnect before any SWITCH: it resumes TCP, and so do we */
+		s->pv = NULL;
+		v->s = NULL;
+		v_free(v);
+		san_sock_put(s); /* v_attach's; the caller still holds one */
+		return san_up_fallback(s, SAN_R_CHANNEL); /* unmaps the rings, closes X */
+	}
+	v->switch_sent = true;
+	san_sock_commit(s);
+	s->tx = SK_TX_SAN;
+	s->rx = SK_RX_PAUSED; /* until B's SWITCH: no receive may read past X_B */
+	if (san_engine_call(v_watch, v) < 0 || san_conn_send_hello(s) < 0) {
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_RESOURCES);
+		return 0;
+	}
+	/*
+	 * The MARK only once B's SWITCH proves that ours was delivered (protocol.md §9.4: a SEND
+	 * merely posted may be lost with the QP, and B would then resume TCP and read our MARK
+	 * as data). Meanwhile the lock is let go; other threads' sends queue behind HELLO.
+	 */
+	{
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += V_SWITCH_MS / 1000;
+		while (s->rx == SK_RX_PAUSED && !s->err &&
+		       pthread_cond_timedwait(&s->cond, &s->lock, &until) == 0)
+			;
+	}
+	if (s->rx == SK_RX_PAUSED && !s->err) {
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TIMEOUT);
+		return 0;
+	}
+	if (!s->err && san_up_write_mark(s, V_SWITCH_MS) < 0)
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+	san_debug("fd %d: committed (A, verbs), peer's X %llu", s->fd,
+		  (unsigned long long)s->x_peer);
+	return 0;
+}
+
+/* ---- B: the listener, on the engine ---------------------------------------------------- */
+
+struct v_listener {
+	struct san_verbs_listener *l;
+	ev_io w;
+	ev_timer linger;
+	int lfd;
+	struct v_req *reqs; /* PROPOSEs waiting for the application's accept() */
+	struct v_listener *next;
+};
+
+struct v_req {
+	ev_timer retry;
+	struct v_listener *vl;
+	struct san_verbs_request *rq;
+	struct v_propose pp;
+	int tries;
+	struct v_req *next;
+};
+
+static pthread_mutex_t vl_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct v_listener *vlisteners;
+
+static void b_reject(struct san_verbs_request *rq, uint16_t reason)
+{
+	struct v_reject rj = { .magic = htobe32(V_REJECT_MAGIC), .reason = htobe16(reason) };
+
+	san_debug("verbs: PROPOSE refused (%s)", san_reason_str(reason));
+	san_verbs_request_reject(rq, &rj, sizeof(rj));
+}
+
+/* A's SWITCH: B commits at once (SWITCH back, MARK, HELLO) and drains to X_A. Lock held. */
+static void b_commit(struct vconn *v, uint64_t offset)
+{
+	struct san_sock *s = v->s;
+	int r;
+
+	san_sock_commit(s);
+	s->tx = SK_TX_SAN;
+	s->x_peer = offset;
+	s->rx = SK_RX_DRAIN;
+	r = send_switch(v, s->tcp_tx);
+	v->switch_sent = r == 0;
+	if (r == 0)
+		r = san_up_write_mark(s, 0);
+	if (r == 0 || r == -EAGAIN)
+		r = san_conn_send_hello(s) < 0 ? -EIO : r;
+	if (r < 0 && r != -EAGAIN)
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
+	if (!s->closing)
+		san_sock_epoll_rearm(s);
+	pthread_cond_broadcast(&s->cond);
+	ev_timer_stop(san_engine_loop(), &v->t);
+	if (r == -EAGAIN) {
+		/* the TCP send buffer is full: the MARK follows as room appears */
+		ev_timer_set(&v->t, 0.001, 0.001);
+		ev_timer_start(san_engine_loop(), &v->t);
+	}
+	san_debug("fd %d: committed (B, verbs), peer's X %llu", s->fd, (unsigned long long)offset);
+}
+
+/* Answer a PROPOSE whose connection is s (a reference of the caller's). */
+static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
+		     const struct v_propose *pp, struct san_sock *s)
+{
+	struct v_accept acc = { .magic = htobe32(V_ACCEPT_MAGIC), .version = SAN_PROTO_VERSION,
+				.max_msg = htobe32(V_MAX_MSG) };
+	struct san_verbs_conn *c = NULL;
+	struct vconn *v = v_new();
+	bool ok;
+	int r;
+
+	if (!v) {
+		b_reject(rq, SAN_R_RESOURCES);
+		return;
+	}
+	v->b = true;
+	pthread_mutex_lock(&s->lock);
+	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
+	     s->tx == SK_TX_TCP && !s->ep_overflow && v_attach(v, s) == 0;
+	if (ok) {
+		/* Pause the reader before ACCEPT exists (§9.2 rule 1): no receive runs past here. */
+		s->attempted = true;
+		s->rx = SK_RX_PAUSED;
+		s->nonce_mine = san_up_nonce();
+		s->nonce_peer = be64toh(pp->nonce);
+		s->peer_caps = 0;
+		acc.nonce = htobe64(s->nonce_mine);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!ok) {
+		v_free(v);
+		b_reject(rq, SAN_R_STATE);
+		return;
+	}
+	r = san_verbs_request_accept(vl->l, rq, V_ACCEPT_MS, &c, &acc, sizeof(acc));
+	pthread_mutex_lock(&s->lock);
+	v->c = c;
+	if (r < 0) {
+		s->pv = NULL;
+		pthread_mutex_unlock(&s->lock);
+		san_debug("fd %d: verbs: accept failed (%s)", s->fd, strerror(-r));
+		/* s->map and X are the sock's now: the fallback undoes them */
+		v->s = NULL;
+		v_free(v);
+		san_up_b_fallback(s, r == -ENOMEM || r == -EPERM ? SAN_R_RESOURCES : SAN_R_PROVIDER);
+		san_sock_put(s); /* v_attach's */
+		return;
+	}
+	pthread_mutex_unlock(&s->lock);
+	v_watch(v);
+}
+
+static void b_req_free(struct v_req *q)
+{
+	struct v_req **pp;
+
+	for (pp = &q->vl->reqs; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	ev_timer_stop(san_engine_loop(), &q->retry);
+	free(q);
+}
+
+/* Find the connection; until the application has accepted it, look again in 5 ms. */
+static void b_try(struct v_req *q)
+{
+	struct san_tuple t = { 0 };
+	struct san_sock *s;
+
+	memcpy(t.local.addr, q->pp.dst, 16);
+	memcpy(t.peer.addr, q->pp.src, 16);
+	t.local.port = be16toh(q->pp.dport);
+	t.peer.port = be16toh(q->pp.sport);
+	s = san_sock_find_tuple(&t);
+	if (!s && ++q->tries < V_B_TRIES) {
+		ev_timer_set(&q->retry, 0.005, 0.);
+		ev_timer_start(san_engine_loop(), &q->retry);
+		return;
+	}
+	if (!s)
+		b_reject(q->rq, SAN_R_NOT_OWNER);
+	else
+		b_accept(q->vl, q->rq, &q->pp, s);
+	san_sock_put(s);
+	b_req_free(q);
+}
+
+static void b_retry(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)revents;
+	b_try((struct v_req *)t);
+}
+
+static void vl_read(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct v_listener *vl = w->data;
+
+	(void)loop;
+	(void)revents;
+	for (;;) {
+		struct san_verbs_request *rq;
+		struct v_propose pp;
+		size_t plen = sizeof(pp);
+		struct v_req *q;
+
+		if (san_verbs_request_next(vl->l, 0, &rq, &pp, &plen) < 0)
+			return;
+		if (plen < sizeof(pp) || be32toh(pp.magic) != V_PROPOSE_MAGIC) {
+			b_reject(rq, SAN_R_MALFORMED);
+			continue;
+		}
+		if (pp.ver_min > SAN_PROTO_VERSION || pp.ver_max < SAN_PROTO_VERSION) {
+			b_reject(rq, SAN_R_VERSION);
+			continue;
+		}
+		q = calloc(1, sizeof(*q));
+		if (!q) {
+			b_reject(rq, SAN_R_RESOURCES);
+			continue;
+		}
+		ev_init(&q->retry, b_retry);
+		q->vl = vl;
+		q->rq = rq;
+		q->pp = pp;
+		q->next = vl->reqs;
+		vl->reqs = q;
+		b_try(q);
+	}
+}
+
+static void vl_start(void *arg)
+{
+	struct v_listener *vl = arg;
+
+	ev_io_start(san_engine_loop(), &vl->w);
+}
+
+static void vl_linger_end(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct v_listener *vl = (struct v_listener *)((char *)t -
+						      offsetof(struct v_listener, linger));
+
+	(void)revents;
+	ev_io_stop(loop, &vl->w);
+	while (vl->reqs) {
+		b_reject(vl->reqs->rq, SAN_R_NOT_OWNER);
+		b_req_free(vl->reqs);
+	}
+	san_verbs_listener_close(vl->l);
+	free(vl);
+}
+
+static void vl_unlisten_on_engine(void *arg)
+{
+	struct v_listener *vl = arg;
+
+	ev_timer_init(&vl->linger, vl_linger_end, V_LINGER_S, 0.);
+	ev_timer_start(san_engine_loop(), &vl->linger);
+}
+
+/* An rdma_cm listener on the TCP listener's address and port (RDMA_PS_TCP). */
+static int v_listen(int lfd)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "";
+	struct v_listener *vl;
+	uint16_t port;
+	int r;
+
+	if (v_absent)
+		return -ENODEV;
+	if (getsockname(lfd, (struct sockaddr *)&ss, &sl) < 0)
+		return -errno;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)&ss;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		port = ntohs(in->sin_port);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&ss;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		port = ntohs(in6->sin6_port);
+	} else {
+		return -EAFNOSUPPORT;
+	}
+	vl = calloc(1, sizeof(*vl));
+	if (!vl)
+		return -ENOMEM;
+	san_fd_guard_enter();
+	r = san_verbs_listen(host, port, &v_params, &vl->l);
+	san_fd_guard_leave();
+	if (r < 0) {
+		free(vl);
+		if (v_absent_errno(r)) {
+			if (!v_absent)
+				san_debug("verbs: no rdma_cm here (%s): listeners stay off verbs",
+					  strerror(-r));
+			v_absent = 1;
+		} else {
+			san_info("verbs: listener on %s port %u: %s: connections to it stay off verbs",
+				 host, (unsigned)port, strerror(-r));
+		}
+		return r;
+	}
+	vl->lfd = lfd;
+	ev_io_init(&vl->w, vl_read, san_verbs_listener_fd(vl->l), EV_READ);
+	vl->w.data = vl;
+	pthread_mutex_lock(&vl_lock);
+	vl->next = vlisteners;
+	vlisteners = vl;
+	pthread_mutex_unlock(&vl_lock);
+	r = san_engine_call(vl_start, vl);
+	if (r < 0)
+		return r; /* the entry stays listed; unlisten frees it without an engine */
+	san_debug("fd %d: verbs listener on %s port %u", lfd, host, (unsigned)port);
+	return 0;
+}
+
+static void v_unlisten(int lfd)
+{
+	struct v_listener **pp, *vl = NULL;
+
+	pthread_mutex_lock(&vl_lock);
+	for (pp = &vlisteners; *pp; pp = &(*pp)->next)
+		if ((*pp)->lfd == lfd) {
+			vl = *pp;
+			*pp = vl->next;
+			break;
+		}
+	pthread_mutex_unlock(&vl_lock);
+	if (vl && san_engine_call(vl_unlisten_on_engine, vl) < 0) {
+		san_verbs_listener_close(vl->l);
+		free(vl);
+	}
+}
+
+/* fork() child: the parent's listeners are the parent's (their CM state is not ours). */
+static void v_atfork_child(void)
+{
+	pthread_mutex_init(&vl_lock, NULL);
+	vlisteners = NULL; /* leaked in the child on purpose: closing would touch the parent's */
+}
+
+const struct san_prov_ops san_prov_verbs = {
+	.name = "verbs",
+	.wire = SAN_PROV_VERBS,
+	.listen = v_listen,
+	.unlisten = v_unlisten,
+	.atfork_child = v_atfork_child,
+	.propose = v_propose,
+	.ring_peer = v_ring_peer,
+	.wake_producer = v_wake_producer,
+	.bulk_copy = v_bulk_copy,
+	.progress = v_progress_op,
+	.closed = v_closed,
+};

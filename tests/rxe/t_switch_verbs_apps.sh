@@ -1,0 +1,113 @@
+#!/bin/bash
+# t_switch_verbs_apps — unmodified programs over the verbs provider (SANSWITCH_PROVIDER=verbs):
+# iperf3 (both ends preloaded, forward and reverse: switched onto verbs per the stats lines; one
+# end preloaded: TCP), sockperf ping-pong (no message dropped, duplicated or reordered), a peer
+# killed mid-transfer (the survivor hears of it at once and exits, nothing hangs), and a memlock
+# limit too low for the control slots (every connection stays TCP, reason resources, bytes
+# verified).
+# timeout: 400
+set -u
+# shellcheck source=tests/e2e/lib.sh
+. "$(dirname -- "$0")/../e2e/lib.sh"
+need_build
+need_cmd iperf3
+need_cmd sockperf
+addr=${RXE_VM_ADDR:?RXE_VM_ADDR is not set: run through tests/rxe/run}
+
+export SANSWITCH_STATS=1 SANSWITCH_PROVIDER=verbs
+N=$((32 * 1024 * 1024))
+
+# statline FILE — the one stats line in a file that also holds other output.
+statline() {
+	local l
+	l=$(grep -E "$STATS_LINE_RE" "$1") || { show "$1"; fail "$(basename -- "$1"): no stats line"; }
+	[ "$(wc -l <<<"$l")" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): several stats lines"; }
+	echo "$l"
+}
+
+# iperf NAME SERVER_MODE CLIENT_MODE [ARGS...]: -n N over the rxe address; the sender sent N
+# (or one block more), the receiver more than zero; a preloaded end's stats line must say
+# switched onto verbs when both ends are preloaded, TCP otherwise.
+iperf() {
+	local name=$1 smode=$2 cmode=$3 rc=0 srv_rc=0 sent l f conns
+	shift 3
+	start_listener "$name.srv" "$smode" 4 iperf3 -s -1 -J -B "$addr" -p '{PORT}'
+	as_t "$cmode" 120 iperf3 -c "$addr" -p "$SERVER_PORT" -J -n "$N" "$@" \
+		>"$TMP/$name.cli.json" 2>"$TMP/$name.cli.err" || rc=$?
+	wait_pid "$SERVER_PID" 30 || srv_rc=$?
+	[ "$rc" -eq 0 ] && [ "$srv_rc" -eq 0 ] || {
+		show "$TMP/$name.cli.json" "$TMP/$name.cli.err" "$TMP/$name.srv.err"
+		fail "$name: iperf3 client exit $rc, server exit $srv_rc"
+	}
+	f=sum_sent
+	sent=$("$PY" -c 'import json, sys
+print(json.load(open(sys.argv[1]))["end"][sys.argv[2]]["bytes"])' "$TMP/$name.cli.json" "$f")
+	[ "$sent" -ge "$N" ] && [ "$sent" -le $((N + 131072)) ] || fail "$name: sent $sent of $N"
+	for f in "$TMP/$name.cli.err" "$TMP/$name.srv.err"; do
+		case $f in *.cli.err) [ "$cmode" = pre ] || continue ;; *) [ "$smode" = pre ] || continue ;; esac
+		l=$(statline "$f") || exit 1
+		conns=$(($(field "$l" switched) + $(field "$l" fallback)))
+		if [ "$smode" = pre ] && [ "$cmode" = pre ]; then
+			[ "$(field "$l" switched_verbs)" -eq "$conns" ] && [ "$conns" -ge 2 ] ||
+				fail "$name: not every connection switched onto verbs: $l"
+		else
+			[ "$(field "$l" switched)" -eq 0 ] || fail "$name: switched with one end plain: $l"
+		fi
+	done
+	log "$name: server=$smode client=$cmode $*: sent $sent bytes; $l"
+}
+
+iperf both pre pre
+iperf reverse_both pre pre -R
+iperf parallel_both pre pre -P 2
+iperf client_only none pre
+iperf server_only pre none
+
+# ---- sockperf ping-pong, both ends preloaded
+start_listener pp.srv pre 4 sockperf sr --tcp -i "$addr" -p '{PORT}'
+as_t pre 60 sockperf pp --tcp -i "$addr" -p "$SERVER_PORT" -t 3 -m 64 \
+	>"$TMP/pp.cli.out" 2>"$TMP/pp.cli.err" || { show "$TMP/pp.cli.out" "$TMP/pp.cli.err"; fail "sockperf pp failed"; }
+sed 's/\x1b\[[0-9;]*m//g' "$TMP/pp.cli.out" "$TMP/pp.cli.err" >"$TMP/pp.txt"
+grep -q '# dropped messages = 0; # duplicated messages = 0; # out-of-order messages = 0' "$TMP/pp.txt" ||
+	{ show "$TMP/pp.txt"; fail "sockperf: messages dropped, duplicated or reordered"; }
+p50=$(sed -n 's/.*percentile 50\.000 = *\([0-9.]*\).*/\1/p' "$TMP/pp.txt")
+l=$(statline "$TMP/pp.cli.err") || exit 1
+[ "$(field "$l" switched_verbs)" -ge 1 ] || fail "sockperf: client not switched onto verbs: $l"
+stop "$SERVER_PID"
+log "sockperf pp over verbs: p50 ${p50}us; $l"
+
+# ---- a peer killed mid-transfer: the server's connection ends (reset or EOF) at once
+start_server kill.srv pre --conns-total 1 -t 60 -a "$addr"
+spawn kill.cli pre "$SANVERIFY" client -a "$addr" -p "$SERVER_PORT" -c 1 -b 1G -s 31 -t 60
+cli=$SPAWN_PID
+sleep 2 # well into the transfer (the stats line at the end says it was switched)
+kill -KILL "$cli"
+t0=$(date +%s)
+wait_pid "$SERVER_PID" 30 || true
+alive "$SERVER_PID" && fail "kill: the server still runs 30 s after its peer was killed"
+grep -Eq 'Connection reset by peer|Broken pipe|closed|EOF' "$TMP/kill.srv.err" "$TMP/kill.srv.out" ||
+	{ show "$TMP/kill.srv.out" "$TMP/kill.srv.err"; fail "kill: the server did not report the lost peer"; }
+l=$(statline "$TMP/kill.srv.err") || exit 1
+[ "$(field "$l" switched_verbs)" -eq 1 ] || fail "kill: the connection was not on verbs: $l"
+log "kill: the server saw its peer die and exited within $(($(date +%s) - t0)) s:" \
+	"$(grep -h 'server conn 0' "$TMP/kill.srv.err" "$TMP/kill.srv.out")"
+
+# ---- RLIMIT_MEMLOCK too low for the control slots (rxe enforces it only without CAP_IPC_LOCK)
+if command -v setpriv >/dev/null 2>&1; then
+	vpair memlock.kernel none none 2 -a "$addr" -- -a "$addr" -b 1M -s 32
+	kcrc=$VCRC
+	start_server memlock.srv pre --conns-total 2 -t 60 -a "$addr"
+	rc=0
+	as_t pre 60 setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock \
+		prlimit --memlock=65536 "$SANVERIFY" client -a "$addr" -p "$SERVER_PORT" -c 2 -b 1M -s 32 -t 60 \
+		>"$TMP/memlock.cli.out" 2>"$TMP/memlock.cli.err" || rc=$?
+	wait_pid "$SERVER_PID" 30 || true
+	[ "$rc" -eq 0 ] || { show "$TMP/memlock.cli.out" "$TMP/memlock.cli.err"; fail "memlock: client exit $rc"; }
+	grep -q "crc32=$kcrc" "$TMP/memlock.cli.out" || fail "memlock: crc32 differs from kernel-only"
+	l=$(statline "$TMP/memlock.cli.err") || exit 1
+	[ "$(field "$l" switched)" -eq 0 ] && [ "$(field "$l" fallback_resources)" -eq 2 ] ||
+		fail "memlock: expected 2 fallbacks for resources: $l"
+	log "memlock 64 KiB without CAP_IPC_LOCK: stayed TCP, reason resources, bytes verified; $l"
+fi
+
+log "programs over verbs ok"
