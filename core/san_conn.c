@@ -1217,6 +1217,8 @@ void san_conn_close(struct san_sock *s)
 	for (tries = 0; tries < 2000 && s->fin_pending; tries++) {
 		struct pollfd p = { s->tcp, POLLIN, 0 };
 
+		if (s->prov->progress)
+			s->prov->progress(s); /* verbs: room in txr comes from sending, under this lock */
 		san_sock_flush_fin(s);
 		if (!s->fin_pending || san_sys_poll(&p, 1, 1) > 0)
 			break; /* sent, or the peer is gone (or closing): nobody will read it */

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -119,13 +120,13 @@ struct vconn {
 	void *map;
 	size_t map_len;
 	int x, y;   /* the notification pair until it is handed to the sock */
+	int anchor; /* our dup of the TCP socket: no FIN before our last frame has gone */
 	int kick;   /* eventfd: another thread asks the engine to look (closed, reset) */
 	ev_io cq_w, cm_w, kick_w;
 	ev_timer t; /* B: A's SWITCH must come; then: the MARK's rest; an ending's limit */
 	uint32_t nheld, hhead;
 	struct v_held held[V_NRECV];
 };
-
 static const struct san_verbs_params v_params = {
 	.nrecv = V_NRECV,
 	.threshold = V_THRESHOLD,
@@ -157,6 +158,8 @@ static void v_free(struct vconn *v)
 		san_sys_close(v->y);
 	if (v->kick >= 0)
 		san_sys_close(v->kick);
+	if (v->anchor >= 0)
+		san_sys_close(v->anchor);
 	free(v);
 }
 
@@ -172,7 +175,7 @@ static struct vconn *v_new(void)
 
 	if (!v)
 		return NULL;
-	v->x = v->y = v->kick = -1;
+	v->x = v->y = v->kick = v->anchor = -1;
 	v->map_len = 2 * one;
 	base = mmap(NULL, v->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (base == MAP_FAILED) {
@@ -211,6 +214,15 @@ static int v_attach(struct vconn *v, struct san_sock *s)
 		return r;
 	if (s->want_edges)
 		san_shm_ring_cons_edges(&s->rxr, true);
+	/*
+	 * A sender that never reads keeps the TCP number (no swap), and its close() closes that
+	 * socket at once: on shm its frames are already in the shared ring, but here they may still
+	 * wait in txr, and the peer believes the anchor's EOF once its CQ is empty. So the TCP
+	 * connection stays open, through this dup, until the provider is done (v_end).
+	 */
+	v->anchor = san_fd_hide(san_sys_fcntl(s->tcp, F_DUPFD_CLOEXEC, 0));
+	if (v->anchor < 0)
+		return v->anchor;
 	s->map = v->map;
 	s->map_len = v->map_len;
 	s->xfd = v->x;
@@ -381,6 +393,11 @@ static int on_msg(void *arg, const void *msg, size_t len)
 		v->peer_done = true;
 	if (v->s->err)
 		return 0; /* reset: nothing more is read (the slot goes back at once) */
+	if (v->s->closing && ((const struct san_wire_hdr *)msg)->type == SAN_T_DATA) {
+		/* data for a closed connection: TCP answers with a reset, and so do we */
+		san_sock_reset_locked(v->s, -ECONNRESET, SAN_R_APP_RESET);
+		return 0;
+	}
 	if (!v->nheld) {
 		r = deliver(v, msg, (uint32_t)len);
 		if (r != -EAGAIN)
@@ -491,6 +508,13 @@ static void v_run(struct ev_loop *loop, struct vconn *v)
 	(void)eventfd_read(v->kick, &n);
 	pthread_mutex_lock(&s->lock);
 	v_progress(v);
+	if (s->fin_pending && !s->err)
+		san_sock_flush_fin(s); /* a close found txr full: the pump made room since */
+	if (v->gone) {
+		/* nothing more comes from the QP; held frames move on the application's reads */
+		ev_io_stop(loop, &v->cq_w);
+		ev_io_stop(loop, &v->cm_w);
+	}
 	done = v_finished(v);
 	if (!done && v->ending && !ev_is_active(&v->t)) {
 		ev_timer_set(&v->t, V_END_S, 0.);
@@ -927,6 +951,33 @@ static void b_retry(struct ev_loop *loop, ev_timer *t, int revents)
 	b_try((struct v_req *)t);
 }
 
+/* The 16-byte (IPv4-mapped) form of a CM address, as the tuple has it. */
+static bool addr16(const struct sockaddr_storage *ss, uint8_t out[16])
+{
+	memset(out, 0, 16);
+	if (ss->ss_family == AF_INET) {
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+		return true;
+	}
+	if (ss->ss_family == AF_INET6) {
+		memcpy(out, &((const struct sockaddr_in6 *)ss)->sin6_addr, 16);
+		return true;
+	}
+	return false;
+}
+
+/* Did the request come from the address the PROPOSE names as A's, to the one it names as B's? */
+static bool from_tuple(const struct san_verbs_request *rq, const struct v_propose *pp)
+{
+	struct sockaddr_storage peer, local;
+	uint8_t a[16], b[16];
+
+	san_verbs_request_addrs(rq, &peer, &local);
+	return addr16(&peer, a) && addr16(&local, b) && !memcmp(a, pp->src, 16) &&
+	       !memcmp(b, pp->dst, 16);
+}
+
 static void vl_read(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct v_listener *vl = w->data;
@@ -947,6 +998,11 @@ static void vl_read(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		if (pp.ver_min > SAN_PROTO_VERSION || pp.ver_max < SAN_PROTO_VERSION) {
 			b_reject(rq, SAN_R_VERSION);
+			continue;
+		}
+		if (!from_tuple(rq, &pp)) {
+			/* protocol.md §9.3: the CM connection must come from the TCP peer's address */
+			b_reject(rq, SAN_R_NOT_OWNER);
 			continue;
 		}
 		q = calloc(1, sizeof(*q));
@@ -1076,6 +1132,7 @@ static void v_unlisten(int lfd)
 static void v_atfork_child(void)
 {
 	pthread_mutex_init(&vl_lock, NULL);
+	pthread_mutex_init(&deaf_lock, NULL);
 	vlisteners = NULL; /* leaked in the child on purpose: closing would touch the parent's */
 }
 

@@ -1056,6 +1056,22 @@ int san_verbs_request_next(struct san_verbs_listener *l, int timeout_ms,
 	return 0;
 }
 
+static void copy_sa(const struct sockaddr *sa, struct sockaddr_storage *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (sa && sa->sa_family == AF_INET)
+		memcpy(out, sa, sizeof(struct sockaddr_in));
+	else if (sa && sa->sa_family == AF_INET6)
+		memcpy(out, sa, sizeof(struct sockaddr_in6));
+}
+
+void san_verbs_request_addrs(const struct san_verbs_request *rq, struct sockaddr_storage *peer,
+			     struct sockaddr_storage *local)
+{
+	copy_sa(rdma_get_peer_addr(rq->id), peer);
+	copy_sa(rdma_get_local_addr(rq->id), local);
+}
+
 void san_verbs_request_reject(struct san_verbs_request *rq, const void *pdata, size_t len)
 {
 	if (!rq)

@@ -101,6 +101,10 @@ int san_verbs_request_accept(struct san_verbs_listener *l, struct san_verbs_requ
 			     int timeout_ms, struct san_verbs_conn **out, const void *pdata_out,
 			     size_t pdata_out_len);
 void san_verbs_request_reject(struct san_verbs_request *rq, const void *pdata, size_t len);
+/* Where a request came from and to (IP addresses as the CM saw them; ports are the CM's own). */
+struct sockaddr_storage;
+void san_verbs_request_addrs(const struct san_verbs_request *rq, struct sockaddr_storage *peer,
+			     struct sockaddr_storage *local);
 
 void san_verbs_listener_close(struct san_verbs_listener *l);
 

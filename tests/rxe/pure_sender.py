@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+# tests/rxe/pure_sender.py — a sender that never reads, then closes; a receiver that reads late.
+#
+#   pure_sender.py recv ADDR PORTFILE DELAY   listen, accept one, sleep DELAY s, read to EOF
+#   pure_sender.py send ADDR PORT MODE        MODE: block (sendall 4 MiB, close) or
+#                                             fill (nonblocking 1000-byte sends until EAGAIN,
+#                                             so the outbound ring is full, then close)
+#
+# Both print "pure_sender: ROLE bytes=N sha256=H"; the test compares the two lines. The sender
+# never reads, so the switch keeps its TCP number (no swap) and its close() must not let the
+# TCP FIN overtake frames still queued for the SAN.
+import hashlib
+import socket
+import sys
+import time
+
+
+def pattern(n, seed=7):
+    out = bytearray(n)
+    x = seed
+    for i in range(0, n, 8):
+        x = (x * 6364136223846793005 + 1442695040888963407) & 0xFFFFFFFFFFFFFFFF
+        out[i:i + 8] = x.to_bytes(8, "little")[:n - i]
+    return bytes(out)
+
+
+def recv(addr, portfile, delay):
+    ls = socket.socket()
+    ls.bind((addr, 0))
+    ls.listen(1)
+    with open(portfile + ".tmp", "w") as f:
+        f.write("%d\n" % ls.getsockname()[1])
+    import os
+    os.rename(portfile + ".tmp", portfile)
+    c, _ = ls.accept()
+    time.sleep(delay)
+    h = hashlib.sha256()
+    n = 0
+    while True:
+        b = c.recv(1 << 16)
+        if not b:
+            break
+        h.update(b)
+        n += len(b)
+    print("pure_sender: recv bytes=%d sha256=%s" % (n, h.hexdigest()), flush=True)
+
+
+def send(addr, port, mode):
+    s = socket.create_connection((addr, port))
+    h = hashlib.sha256()
+    n = 0
+    if mode == "block":
+        data = pattern(4 << 20)
+        s.sendall(data)
+        h.update(data)
+        n = len(data)
+    else:
+        s.setblocking(False)
+        chunk = pattern(1000, seed=11)
+        idle = 0
+        while idle < 20:  # EAGAIN 20 times in a row, 5 ms apart: the ring is full
+            try:
+                k = s.send(chunk)
+                h.update(chunk[:k])
+                n += k
+                idle = 0
+            except BlockingIOError:
+                idle += 1
+                time.sleep(0.005)
+    s.close()
+    print("pure_sender: send bytes=%d sha256=%s" % (n, h.hexdigest()), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "recv":
+        recv(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    else:
+        send(sys.argv[2], int(sys.argv[3]), sys.argv[4])

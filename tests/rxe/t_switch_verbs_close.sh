@@ -1,0 +1,37 @@
+#!/bin/bash
+# t_switch_verbs_close — close() of a pure sender over verbs loses nothing: a sender that never
+# reads writes (blocking: 4 MiB; nonblocking: 1000-byte sends until its outbound ring is full)
+# and closes at once, while the receiver sleeps before it reads. The receiver must get every
+# byte (count and sha256 equal to the sender's) and then EOF, with the connection switched onto
+# verbs on both sides. (The TCP FIN must not overtake frames still queued for the SAN, and a
+# DISCONNECT that found the ring full must still go once there is room.)
+# timeout: 300
+set -u
+# shellcheck source=tests/e2e/lib.sh
+. "$(dirname -- "$0")/../e2e/lib.sh"
+need_build
+addr=${RXE_VM_ADDR:?RXE_VM_ADDR is not set: run through tests/rxe/run}
+PYX=/usr/bin/python3 # not a wrapper script: its own process must be the one preloaded
+PS=$(dirname -- "$0")/pure_sender.py
+
+export SANSWITCH_STATS=1 SANSWITCH_PROVIDER=verbs
+
+for mode in block fill; do
+	start_pf "r.$mode" pre "$PYX" "$PS" recv "$addr" '{PORTFILE}' 2
+	as_t pre 60 "$PYX" "$PS" send "$addr" "$SERVER_PORT" "$mode" \
+		>"$TMP/s.$mode.out" 2>"$TMP/s.$mode.err" ||
+		{ show "$TMP/s.$mode.out" "$TMP/s.$mode.err"; fail "$mode: sender failed"; }
+	wait_pid "$SERVER_PID" 60 ||
+		{ show "$TMP/r.$mode.out" "$TMP/r.$mode.err"; fail "$mode: receiver failed or hung"; }
+	sent=$(sed -n 's/^pure_sender: send //p' "$TMP/s.$mode.out")
+	got=$(sed -n 's/^pure_sender: recv //p' "$TMP/r.$mode.out")
+	[ -n "$sent" ] && [ "$sent" = "$got" ] || {
+		show "$TMP/s.$mode.out" "$TMP/s.$mode.err" "$TMP/r.$mode.out" "$TMP/r.$mode.err"
+		fail "$mode: sent '$sent', received '$got'"
+	}
+	for f in "$TMP/s.$mode.err" "$TMP/r.$mode.err"; do
+		l=$(stats_line "$f") || exit 1
+		[ "$(field "$l" switched_verbs)" -eq 1 ] || fail "$mode: not switched onto verbs: $l"
+	done
+	log "$mode: sender closed at once, receiver read late: $got, both ends on verbs"
+done
