@@ -73,6 +73,14 @@ void san_prov_unlisten(int lfd)
 			providers[i]->unlisten(lfd);
 }
 
+void san_prov_verbs_spin(void) __attribute__((weak));
+
+void san_prov_spin(void)
+{
+	if (san_prov_verbs_spin)
+		san_prov_verbs_spin();
+}
+
 void san_prov_atfork_child(void)
 {
 	for (size_t i = 0; i < NPROV; i++)

@@ -55,6 +55,11 @@ struct san_prov_ops {
 	void (*progress)(struct san_sock *s);
 	/* Optional. The connection was closed or reset: the provider may finish (lock held). */
 	void (*closed)(struct san_sock *s);
+	/*
+	 * Optional. A blocking receive spins on s (lock held): take in what has arrived, as
+	 * cheaply as possible (verbs: poll the CQ; its events stay the engine thread's).
+	 */
+	void (*spin_poll)(struct san_sock *s);
 };
 
 #define SAN_PROV_NO_PEER 1
@@ -75,5 +80,11 @@ bool san_prov_any(void);
 void san_prov_listen(int lfd);
 void san_prov_unlisten(int lfd);
 void san_prov_atfork_child(void);
+/*
+ * A wait (poll, select, epoll, a blocking call) spins: providers whose arrivals need another
+ * thread's work to show on X (verbs: the engine thread's CQ polling) do that work now, for
+ * every connection whose lock is free. One load when no such connection exists.
+ */
+void san_prov_spin(void);
 
 #endif /* SAN_PROV_H */

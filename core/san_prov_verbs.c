@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -54,8 +55,7 @@
 			    * process takes ~100 ms under emulation; a peer without a listener
 			    * rejects at once, so this bounds only an unanswered connect) */
 #define V_SWITCH_MS 5000   /* A: B's SWITCH after ours */
-#define V_ACCEPT_MS 1000   /* B: ESTABLISHED after its accept */
-#define V_SWITCH_S 5.0	   /* B: A's SWITCH after ESTABLISHED */
+#define V_SWITCH_S 5.0	   /* B: ESTABLISHED and A's SWITCH after its accept */
 #define V_LINGER_S 2.0	   /* a listener outlives its TCP listener (as shm's side channel) */
 #define V_B_TRIES 100	   /* x 5 ms: a PROPOSE that came before the application's accept() */
 #define V_END_S 2.0	   /* a reset connection's ABORT has this long to go out */
@@ -126,7 +126,62 @@ struct vconn {
 	ev_timer t; /* B: A's SWITCH must come; then: the MARK's rest; an ending's limit */
 	uint32_t nheld, hhead;
 	struct v_held held[V_NRECV];
+	struct vconn *run_prev, *run_next; /* on the spinners' list while running */
+	bool on_run;
 };
+
+/*
+ * Running connections, for waits that spin (san_prov_verbs_spin): a waiting application thread
+ * polls their CQs itself, which saves the two thread wake-ups a message otherwise costs (the
+ * engine thread's, then the application's). Protected by run_lock; a connection leaves the list
+ * (v_end) before it is freed, so a spinner holding run_lock may touch it.
+ */
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct vconn *running;
+static _Atomic int nrunning;
+
+static void v_exit_flush(void);
+static void v_exit_register(void)
+{
+	if (atexit(v_exit_flush))
+		san_warn("verbs: atexit failed: frames still queued at exit may be lost");
+}
+static atomic_uint_fast64_t frames_sent; /* for the exit flush: is anything still moving? */
+
+static void run_add(struct vconn *v)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	(void)pthread_once(&once, v_exit_register);
+	pthread_mutex_lock(&run_lock);
+	if (!v->on_run) {
+		v->run_prev = NULL;
+		v->run_next = running;
+		if (running)
+			running->run_prev = v;
+		running = v;
+		v->on_run = true;
+		atomic_fetch_add(&nrunning, 1);
+	}
+	pthread_mutex_unlock(&run_lock);
+}
+
+static void run_del(struct vconn *v)
+{
+	pthread_mutex_lock(&run_lock);
+	if (v->on_run) {
+		if (v->run_prev)
+			v->run_prev->run_next = v->run_next;
+		else
+			running = v->run_next;
+		if (v->run_next)
+			v->run_next->run_prev = v->run_prev;
+		v->on_run = false;
+		atomic_fetch_sub(&nrunning, 1);
+	}
+	pthread_mutex_unlock(&run_lock);
+}
+
 static const struct san_verbs_params v_params = {
 	.nrecv = V_NRECV,
 	.threshold = V_THRESHOLD,
@@ -259,6 +314,7 @@ static void pump(struct vconn *v)
 			v_down(v, r);
 			return;
 		}
+		atomic_fetch_add_explicit(&frames_sent, 1, memory_order_relaxed);
 		r = san_shm_ring_cons_consume(&v->pump);
 		if (r == 1 && s->ylocal >= 0)
 			san_sock_unplug(s->ylocal); /* our application waits for room */
@@ -371,6 +427,7 @@ static int on_switch(struct vconn *v, const void *msg, size_t len)
 		pthread_cond_broadcast(&s->cond);
 	}
 	v->stage = V_RUNNING;
+	run_add(v); /* run_lock after the sock's lock: spinners only trylock sock locks */
 	return 0;
 }
 
@@ -485,6 +542,7 @@ static void v_end(struct ev_loop *loop, struct vconn *v)
 	ev_io_stop(loop, &v->cm_w);
 	ev_io_stop(loop, &v->kick_w);
 	ev_timer_stop(loop, &v->t);
+	run_del(v);
 	pthread_mutex_lock(&s->lock);
 	fallback = v->b && v->stage == V_WAIT_SWITCH;
 	s->pv = NULL;
@@ -598,6 +656,104 @@ static void v_progress_op(struct san_sock *s)
 {
 	if (s->pv)
 		v_progress(s->pv);
+}
+
+/*
+ * exit(): a process's connections end with it, as TCP's do, but TCP's kernel goes on sending
+ * what the socket buffer holds while our frames wait in this process's memory (txr, send
+ * slots not yet acknowledged): they would die with it. So exit() first ends every running
+ * connection as close() would (DISCONNECT after its data) and waits until the frames are out,
+ * while they move: up to V_EXIT_IDLE_S without progress (a peer that stopped reading). _exit()
+ * skips this, as it skips every atexit handler.
+ */
+#define V_EXIT_IDLE_S 3
+
+static bool v_pending(struct vconn *v)
+{
+	struct san_sock *s = v->s;
+	struct san_shm_frame f;
+	struct san_verbs_info in;
+
+	if (v->gone || !v->c || s->err)
+		return false;
+	if (s->tx == SK_TX_SAN && !s->fin_sent)
+		san_sock_send_fin(s); /* the process ends: its streams end, as its sockets would */
+	san_verbs_get_info(v->c, &in);
+	return s->fin_pending || san_shm_ring_cons_peek(&v->pump, &f) == 0 || in.sends_busy;
+}
+
+static void v_exit_flush(void)
+{
+	uint64_t seen = atomic_load(&frames_sent);
+	time_t idle_since = time(NULL);
+
+	for (;;) {
+		bool busy = false;
+		uint64_t now_sent;
+
+		pthread_mutex_lock(&run_lock);
+		for (struct vconn *v = running; v; v = v->run_next) {
+			if (pthread_mutex_trylock(&v->s->lock) != 0) {
+				busy = true; /* someone works on it: look again */
+				continue;
+			}
+			busy |= v_pending(v);
+			if (v->kick >= 0)
+				(void)eventfd_write(v->kick, 1); /* the engine pumps it */
+			pthread_mutex_unlock(&v->s->lock);
+		}
+		pthread_mutex_unlock(&run_lock);
+		if (!busy)
+			return;
+		now_sent = atomic_load(&frames_sent);
+		if (now_sent != seen) {
+			seen = now_sent;
+			idle_since = time(NULL);
+		} else if (time(NULL) - idle_since >= V_EXIT_IDLE_S) {
+			san_info("verbs: exit: frames still queued after %d s without progress (a "
+				 "peer that does not read): they are lost with the process",
+				 V_EXIT_IDLE_S);
+			return;
+		}
+		(void)san_sys_poll(NULL, 0, 1); /* raw: not our poll wrapper */
+	}
+}
+
+/* A cheap look at the CQ from a spinning application thread (lock held): no ack, no re-arm. */
+static void v_spin_poll(struct san_sock *s)
+{
+	struct vconn *v = s->pv;
+	int r;
+
+	if (!v || !v->c || v->gone || v->stage != V_RUNNING)
+		return;
+	v->in_poll = true;
+	r = san_verbs_poll(v->c, on_msg, v);
+	v->in_poll = false;
+	if (r < 0 || v->fail) {
+		v_down(v, v->fail ? -EPROTO : r);
+		(void)eventfd_write(v->kick, 1); /* the engine ends it */
+		return;
+	}
+	if (r > 0) {
+		if (v->nheld)
+			refill(v);
+		pump(v);
+	}
+}
+
+void san_prov_verbs_spin(void);
+void san_prov_verbs_spin(void)
+{
+	if (!atomic_load_explicit(&nrunning, memory_order_relaxed) ||
+	    pthread_mutex_trylock(&run_lock) != 0)
+		return;
+	for (struct vconn *v = running; v; v = v->run_next)
+		if (pthread_mutex_trylock(&v->s->lock) == 0) {
+			v_spin_poll(v->s);
+			pthread_mutex_unlock(&v->s->lock);
+		}
+	pthread_mutex_unlock(&run_lock);
 }
 
 static void v_closed(struct san_sock *s)
@@ -889,7 +1045,8 @@ static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
 		b_reject(rq, SAN_R_STATE);
 		return;
 	}
-	r = san_verbs_request_accept(vl->l, rq, V_ACCEPT_MS, &c, &acc, sizeof(acc));
+	/* no wait for ESTABLISHED here: it comes on the CM fd the engine watches (v_watch) */
+	r = san_verbs_request_accept(vl->l, rq, 0, &c, &acc, sizeof(acc));
 	pthread_mutex_lock(&s->lock);
 	v->c = c;
 	if (r < 0) {
@@ -1133,6 +1290,9 @@ static void v_atfork_child(void)
 {
 	pthread_mutex_init(&vl_lock, NULL);
 	pthread_mutex_init(&deaf_lock, NULL);
+	pthread_mutex_init(&run_lock, NULL);
+	running = NULL; /* the parent's: not to be polled here */
+	atomic_store(&nrunning, 0);
 	vlisteners = NULL; /* leaked in the child on purpose: closing would touch the parent's */
 }
 
@@ -1148,4 +1308,5 @@ const struct san_prov_ops san_prov_verbs = {
 	.bulk_copy = v_bulk_copy,
 	.progress = v_progress_op,
 	.closed = v_closed,
+	.spin_poll = v_spin_poll,
 };

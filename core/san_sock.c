@@ -759,6 +759,8 @@ static bool spin_for(struct san_sock *s)
 	if (!us)
 		return false;
 	for (bool spun = false;; spun = true) {
+		if (s->prov && s->prov->spin_poll)
+			s->prov->spin_poll(s);
 		if (san_conn_rx_ready(s) || __atomic_load_n(&s->err, __ATOMIC_RELAXED) ||
 		    s->anchor_dead) {
 			if (spun) /* ready at once says nothing about waiting */

@@ -56,6 +56,7 @@ struct san_verbs_conn {
 	uint32_t max_inline, peer_max_msg;
 	int err;	/* sticky: -ECONNRESET, -EPROTO, ... once broken */
 	bool connected; /* ESTABLISHED seen: close must disconnect */
+	bool accepting; /* accepted without waiting: ESTABLISHED comes through san_verbs_poll */
 	bool peer_gone; /* DISCONNECTED seen: broken once the CQ is drained */
 	struct ibv_wc wc[WC_BATCH];
 	int nwc, iwc; /* polled completions not yet processed: wc[iwc .. nwc) */
@@ -589,8 +590,16 @@ static void cm_check(struct san_verbs_conn *c)
 		san_debug("verbs: CM event %s (status %d)", rdma_event_str(ev->event), ev->status);
 		if (ev->event == RDMA_CM_EVENT_DISCONNECTED ||
 		    ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
-		    ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT)
-			c->peer_gone = true;
+		    ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT ||
+		    (c->accepting && ev->event != RDMA_CM_EVENT_ESTABLISHED))
+			c->peer_gone = true; /* an accept that did not complete fails the same way */
+		if (c->accepting && ev->event == RDMA_CM_EVENT_ESTABLISHED) {
+			/* our HELLO only now: before it the initiator's QP may not take messages */
+			c->accepting = false;
+			c->connected = true;
+			if (send_hello(c) < 0)
+				c->peer_gone = true;
+		}
 		rdma_ack_cm_event(ev);
 	}
 }
@@ -1132,6 +1141,11 @@ int san_verbs_request_accept(struct san_verbs_listener *l, struct san_verbs_requ
 		rc = neg_errno(ECONNABORTED);
 		goto fail;
 	}
+	if (timeout_ms == 0) {
+		c->accepting = true;
+		*out = c;
+		return 0;
+	}
 	rc = cm_expect(c->ech, deadline, RDMA_CM_EVENT_ESTABLISHED, &ev);
 	if (rc < 0)
 		goto fail;
@@ -1182,7 +1196,7 @@ void san_verbs_close(struct san_verbs_conn *c)
 
 	if (!c)
 		return;
-	if (c->id && c->connected)
+	if (c->id && (c->connected || c->accepting))
 		rdma_disconnect(c->id); /* QP to error: what is posted is flushed */
 	if (c->cq) {
 		struct ibv_wc wc[WC_BATCH];

@@ -92,7 +92,10 @@ int san_verbs_accept_next(struct san_verbs_listener *l, int timeout_ms, struct s
  * next connect request (as above) and returns it undecided; san_verbs_request_accept accepts it
  * (set-up, accept with @pdata_out, ESTABLISHED within @timeout_ms) and san_verbs_request_reject
  * refuses it with @pdata (the initiator's connect fails with -ECONNREFUSED). Either consumes the
- * request. Results as san_verbs_accept_next.
+ * request. Results as san_verbs_accept_next. With @timeout_ms 0 the accept does not wait: the
+ * connection is returned at once, its CM fd reports ESTABLISHED (or a failure) and
+ * san_verbs_poll takes it (then sends the HELLO: no credit before that; a failed accept reads as
+ * -ECONNRESET from san_verbs_poll).
  */
 struct san_verbs_request;
 int san_verbs_request_next(struct san_verbs_listener *l, int timeout_ms,

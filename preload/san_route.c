@@ -47,6 +47,7 @@ bool san_route_spinning(uint64_t until)
 {
 	if (!until)
 		return false;
+	san_prov_spin(); /* verbs: its arrivals reach X only when someone polls the CQ */
 	if (mono_ns() < until)
 		return true;
 	san_sock_spin_result(false);

@@ -16,6 +16,8 @@ while IFS= read -r _v; do
 	[ "$_v" = SANSWITCH_BUILD ] || unset "$_v"
 done < <(compgen -e | grep '^SANSWITCH_')
 unset _v
+# E2E_PROVIDER=verbs: a test of tests/e2e run again over another provider (tests/rxe does that).
+[ -n "${E2E_PROVIDER:-}" ] && export SANSWITCH_PROVIDER=$E2E_PROVIDER
 
 E2E_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd -- "$E2E_DIR/../.." && pwd)

@@ -104,11 +104,12 @@ class RecvThread(threading.Thread):
 
 
 def switched_pair():
-    """A connected TCP pair on 127.0.0.1 (a: connected, b: accepted) and its listener, with one
-    byte each way read by the other end: with both ends preloaded that switches the pair (A
-    proposes in its first data call, each side swaps when it reads the other's MARK)."""
+    """A connected TCP pair on 127.0.0.1 (or $SOCKX_TCP_ADDR: tests/rxe uses the RDMA device's
+    address) (a: connected, b: accepted) and its listener, with one byte each way read by the
+    other end: with both ends preloaded that switches the pair (A proposes in its first data
+    call, each side swaps when it reads the other's MARK)."""
     lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lst.bind(("127.0.0.1", 0))
+    lst.bind((os.environ.get("SOCKX_TCP_ADDR", "127.0.0.1"), 0))
     lst.listen(8)
     a = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     a.connect(lst.getsockname())

@@ -50,4 +50,8 @@ log "preloaded: $l"
 	fail "expected switched=$((2 * pairs)) fallback=0 ($pairs pairs, both ends in one process): $l"
 [ "$(field "$l" connects)" -eq "$pairs" ] && [ "$(field "$l" accepts)" -eq "$pairs" ] ||
 	fail "expected connects=$pairs accepts=$pairs: $l"
-log "all $pairs pairs switched on both ends"
+if [ "${E2E_PROVIDER:-}" = verbs ]; then
+	[ "$(field "$l" switched_verbs)" -eq $((2 * pairs)) ] ||
+		fail "expected switched_verbs=$((2 * pairs)) (SANSWITCH_PROVIDER=verbs): $l"
+fi
+log "all $pairs pairs switched on both ends${E2E_PROVIDER:+ (provider $E2E_PROVIDER)}"
