@@ -6,6 +6,7 @@
 #   make bench           benchmarks (kernel TCP vs preload, ratios; not pass/fail)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
 #   make rxe-check       build, then run tests/rxe/run in a Soft-RoCE qemu guest (scripts/rxe-vm)
+#   make rxe-bench       kernel TCP vs rsocket vs the switch over rxe, in that guest (ratios)
 #
 # Sources are discovered per directory: every preload/*.c, core/*.c and proto/*.c goes into the
 # library; proto/ and core/ objects are also linked into the unit-test runner.
@@ -59,7 +60,7 @@ SO       := $(B)/libsanswitch.so
 MAP      := preload/libsanswitch.map
 UNIT     := $(B)/check_unit
 
-.PHONY: all check unit e2e demo bench install uninstall clean deps format rxe-check
+.PHONY: all check unit e2e demo bench install uninstall clean deps format rxe-check rxe-bench
 all: $(SO) $(TOOLS)
 
 $(B)/obj/%.o: %.c
@@ -99,6 +100,10 @@ e2e: all
 # Needs scripts/rxe-vm's packages and cache (scripts/rxe-vm --install, once, as root).
 rxe-check: all
 	@./scripts/rxe-vm -- ./tests/rxe/run
+
+# The side-by-side benchmark over rxe: kernel TCP, rsocket's preload, the switch (ratios only).
+rxe-bench: all
+	@./scripts/rxe-vm -- ./scripts/rxe-bench
 
 demo: deps
 	@$(MAKE) --no-print-directory all
