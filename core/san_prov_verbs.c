@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -141,7 +142,12 @@ static struct vconn *running;
 static _Atomic int nrunning;
 
 static void v_exit_flush(void);
-static void v_exit_register(void)
+/*
+ * Registered at load, before the program's own handlers: atexit runs them in reverse, so ours
+ * runs after every handler the program registers (C++ destructors included), when the program
+ * has written its last bytes (but for stdio, flushed in v_exit_flush itself).
+ */
+__attribute__((constructor)) static void v_exit_register(void)
 {
 	if (atexit(v_exit_flush))
 		san_warn("verbs: atexit failed: frames still queued at exit may be lost");
@@ -150,9 +156,6 @@ static atomic_uint_fast64_t frames_sent; /* for the exit flush: is anything stil
 
 static void run_add(struct vconn *v)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	(void)pthread_once(&once, v_exit_register);
 	pthread_mutex_lock(&run_lock);
 	if (!v->on_run) {
 		v->run_prev = NULL;
@@ -261,14 +264,8 @@ static struct vconn *v_new(void)
 static int v_attach(struct vconn *v, struct san_sock *s)
 {
 	size_t one = san_shm_ring_bytes(V_RING);
-	int r = san_shm_ring_prod_attach(&s->txr, v->map, one, V_MAX_MSG);
+	int r;
 
-	if (!r)
-		r = san_shm_ring_cons_attach(&s->rxr, (uint8_t *)v->map + one, one, V_MAX_MSG);
-	if (r < 0)
-		return r;
-	if (s->want_edges)
-		san_shm_ring_cons_edges(&s->rxr, true);
 	/*
 	 * A sender that never reads keeps the TCP number (no swap), and its close() closes that
 	 * socket at once: on shm its frames are already in the shared ring, but here they may still
@@ -277,7 +274,17 @@ static int v_attach(struct vconn *v, struct san_sock *s)
 	 */
 	v->anchor = san_fd_hide(san_sys_fcntl(s->tcp, F_DUPFD_CLOEXEC, 0));
 	if (v->anchor < 0)
-		return v->anchor;
+		return v->anchor; /* before the rings: a failure leaves s untouched */
+	r = san_shm_ring_prod_attach(&s->txr, v->map, one, V_MAX_MSG);
+	if (!r)
+		r = san_shm_ring_cons_attach(&s->rxr, (uint8_t *)v->map + one, one, V_MAX_MSG);
+	if (r < 0) {
+		memset(&s->txr, 0, sizeof(s->txr)); /* the rings go with v: nothing may point there */
+		memset(&s->rxr, 0, sizeof(s->rxr));
+		return r;
+	}
+	if (s->want_edges)
+		san_shm_ring_cons_edges(&s->rxr, true);
 	s->map = v->map;
 	s->map_len = v->map_len;
 	s->xfd = v->x;
@@ -542,10 +549,10 @@ static void v_end(struct ev_loop *loop, struct vconn *v)
 	ev_io_stop(loop, &v->cm_w);
 	ev_io_stop(loop, &v->kick_w);
 	ev_timer_stop(loop, &v->t);
-	run_del(v);
 	pthread_mutex_lock(&s->lock);
 	fallback = v->b && v->stage == V_WAIT_SWITCH;
 	s->pv = NULL;
+	run_del(v); /* after s->pv: nothing can put it back (run_add runs under this lock) */
 	/* the private rings and X stay with the sock; the transport goes (a disconnect) */
 	san_verbs_close(v->c);
 	v->c = NULL;
@@ -682,16 +689,29 @@ static bool v_pending(struct vconn *v)
 	return s->fin_pending || san_shm_ring_cons_peek(&v->pump, &f) == 0 || in.sends_busy;
 }
 
+#define V_EXIT_MAX_S 30 /* and never longer than this: other threads may keep streaming */
+
 static void v_exit_flush(void)
 {
 	uint64_t seen = atomic_load(&frames_sent);
-	time_t idle_since = time(NULL);
+	time_t start = time(NULL), idle_since = start;
 
+	if (!atomic_load_explicit(&nrunning, memory_order_relaxed))
+		return;
+	/* glibc flushes stdio after the atexit handlers: a socket's FILE must not follow our FIN */
+	(void)fflush(NULL);
 	for (;;) {
 		bool busy = false;
 		uint64_t now_sent;
 
-		pthread_mutex_lock(&run_lock);
+		if (pthread_mutex_trylock(&run_lock) != 0) {
+			/* a spinner holds it (maybe this very thread, if a signal handler called
+			 * exit() during a spin: blocking would hang the exit) */
+			if (time(NULL) - start >= V_EXIT_MAX_S)
+				return;
+			(void)san_sys_poll(NULL, 0, 1);
+			continue;
+		}
 		for (struct vconn *v = running; v; v = v->run_next) {
 			if (pthread_mutex_trylock(&v->s->lock) != 0) {
 				busy = true; /* someone works on it: look again */
@@ -709,10 +729,11 @@ static void v_exit_flush(void)
 		if (now_sent != seen) {
 			seen = now_sent;
 			idle_since = time(NULL);
-		} else if (time(NULL) - idle_since >= V_EXIT_IDLE_S) {
+		} else if (time(NULL) - idle_since >= V_EXIT_IDLE_S ||
+			   time(NULL) - start >= V_EXIT_MAX_S) {
 			san_info("verbs: exit: frames still queued after %d s without progress (a "
-				 "peer that does not read): they are lost with the process",
-				 V_EXIT_IDLE_S);
+				 "peer that does not read) or %d s in all: they are lost with the process",
+				 V_EXIT_IDLE_S, V_EXIT_MAX_S);
 			return;
 		}
 		(void)san_sys_poll(NULL, 0, 1); /* raw: not our poll wrapper */
@@ -1291,6 +1312,15 @@ static void v_atfork_child(void)
 	pthread_mutex_init(&vl_lock, NULL);
 	pthread_mutex_init(&deaf_lock, NULL);
 	pthread_mutex_init(&run_lock, NULL);
+	/*
+	 * The parent's connections are orphans here (ECONNRESET): their TCP sockets must not stay
+	 * open for this child's whole life through our dups (the parent keeps its own).
+	 */
+	for (struct vconn *v = running; v; v = v->run_next)
+		if (v->anchor >= 0) {
+			san_sys_close(v->anchor);
+			v->anchor = -1;
+		}
 	running = NULL; /* the parent's: not to be polled here */
 	atomic_store(&nrunning, 0);
 	vlisteners = NULL; /* leaked in the child on purpose: closing would touch the parent's */
