@@ -224,7 +224,6 @@ int san_up_pair(int *x, int *y);
 int san_up_write_mark(struct san_sock *s, int wait_ms);
 int san_up_fallback(struct san_sock *s, unsigned int reason);
 void san_up_b_fallback(struct san_sock *s, unsigned int reason);
-void san_up_unmap(struct san_sock *s);
 int san_up_listen(int lfd);
 void san_up_unlisten(int lfd);
 void san_up_atfork_child(void);

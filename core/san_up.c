@@ -119,7 +119,7 @@ static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, uint64_t
 	return r;
 }
 
-void san_up_unmap(struct san_sock *s)
+static void san_up_unmap(struct san_sock *s)
 {
 	if (s->map)
 		munmap(s->map, s->map_len);
