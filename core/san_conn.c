@@ -167,6 +167,8 @@ int san_conn_send_hello(struct san_sock *s)
 	memset(&m, 0, sizeof(m));
 	m.type = SAN_T_WRITE_GRANT;
 	m.u.write_grant.len = s->bulk_size;
+	m.u.write_grant.addr = s->bulk_addr; /* verbs: where to RDMA WRITE; shm: 0 */
+	m.u.write_grant.key = s->bulk_key;
 	r = post(s, &m);
 	s->grant_sent = r == 0;
 	return r;
@@ -248,12 +250,17 @@ static int take_grant(struct san_sock *s, const struct san_msg *m)
 {
 	const struct san_write_grant *g = &m->u.write_grant;
 
+	if (!s->bulk_tx && s->prov->grant_keys && s->hello_rx && !s->peer_grant)
+		/* verbs: our area could not be registered, the peer's could: we send by copy */
+		return consume(s);
 	if (!s->hello_rx || s->peer_grant || !s->bulk_tx || g->decline || g->xfer_id || g->offset ||
-	    g->addr || g->key || g->len != s->bulk_size) {
+	    (!s->prov->grant_keys && (g->addr || g->key)) || g->len != s->bulk_size) {
 		ring_broken(s, "WRITE_GRANT", -SAN_PROTO_ERANGE);
 		return -ECONNRESET;
 	}
 	s->peer_grant = true;
+	s->peer_bulk_addr = g->addr;
+	s->peer_bulk_key = (uint32_t)g->key;
 	return consume(s);
 }
 
@@ -347,8 +354,9 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 	void *p;
 	int room;
 
-	if (san_shm_ring_prod_released(&s->txr, &cons) < 0) {
-		ring_broken(s, "send", -EPROTO);
+	if (s->prov->area_released(s, &cons) < 0) {
+		if (!s->err) /* (a provider that knows better has reset it already) */
+			ring_broken(s, "send", -EPROTO);
 		return -ECONNRESET;
 	}
 	san_stage_release(&s->stage, cons);
@@ -386,6 +394,17 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 		return -ECONNRESET;
 	}
 	san_conn_iov_copy(iov, iovcnt, skip, s->bulk_tx + off, len, false);
+	if (grant && s->prov->bulk_push) {
+		/* the bytes go where the peer granted before the WRITE_DONE that says so */
+		int r = s->prov->bulk_push(s, off + 1, len - 1);
+
+		if (r == -EAGAIN) {
+			s->tx_wait_area = true;
+			return -EAGAIN;
+		}
+		if (r < 0)
+			return -ECONNRESET;
+	}
 	first.u.data.payload = s->bulk_tx + off;
 	room = post(s, &first);
 	if (!room)
@@ -396,7 +415,7 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 			ring_broken(s, "send", room);
 		return -ECONNRESET;
 	}
-	san_stage_push(&s->stage, off, len, s->txr.prod);
+	san_stage_push(&s->stage, off, len, s->prov->area_key(s, first.u.data.xfer_id));
 	s->xfer_tx_id++;
 	if (san_stats_enabled()) {
 		san_stats_add(SAN_STAT_SAN_TX_BYTES, len);
@@ -603,7 +622,7 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
 	 * polls unwritable, and so the send fails too (TCP: once the send buffer is full, no
 	 * send succeeds before POLLOUT, however small). The flag stays as it was (area or ring).
 	 */
-	if (san_shm_ring_prod_armed(&s->txr))
+	if (san_shm_ring_prod_armed(&s->txr) || s->tx_area_armed)
 		return -EAGAIN;
 	s->tx_wait_area = false;
 	take_head(s);
@@ -887,9 +906,11 @@ static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size
 		if ((src || bulk) && len > off) {
 			size_t n = len - off < space - got ? (size_t)(len - off) : space - got;
 
-			if (iov && bulk)
-				s->prov->bulk_copy(s, baddr + off, iov, iovcnt, got, n);
-			else if (iov)
+			if (iov && bulk) {
+				if (s->prov->bulk_copy(s, mode == SAN_XMODE_READ, baddr + off,
+						       baddr + len, iov, iovcnt, got, n) < 0)
+					break;
+			} else if (iov)
 				san_conn_iov_copy(iov, iovcnt, got, (void *)(src + off), n, true);
 			got += n;
 		}
@@ -925,6 +946,7 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 	for (int i = 0; i < iovcnt; i++)
 		space += iov[i].iov_len;
 	if ((flags & MSG_PEEK) && space && !s->err && !s->peer_fin) {
+		take_head(s); /* a peek walks past the peer's grant: verbs reads by its key */
 		got = peek(s, iov, iovcnt, space);
 		if (got)
 			return (ssize_t)got; /* a peek moves nothing: no statistics */
@@ -1045,7 +1067,13 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			if (n > space - got)
 				n = space - got;
 			/* Straight from the peer's area into the caller's buffer. */
-			s->prov->bulk_copy(s, addr + s->xfer_rx_off, iov, iovcnt, got, n);
+			if (s->prov->bulk_copy(s, s->xfer_rx_mode == SAN_XMODE_READ,
+					       addr + s->xfer_rx_off, addr + len, iov, iovcnt, got,
+					       n) < 0) {
+				if (!s->err)
+					san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
+				continue; /* what came before is still the caller's */
+			}
 			got += n;
 			if (flags & MSG_PEEK)
 				goto out;
@@ -1056,6 +1084,8 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 				 * region back (GRANT): the sender may reuse it.
 				 */
 				s->xfer_rx_open = false;
+				if (s->prov->xfer_done)
+					s->prov->xfer_done(s, s->xfer_rx_id);
 				(void)consume(s);
 			}
 			continue;
@@ -1165,7 +1195,7 @@ int san_conn_tx_arm(struct san_sock *s, uint32_t need)
 	plug(s);
 	if (s->tx_wait_area && !need)
 		/* a full bulk area: wait until the peer releases its oldest region's SRC_AVAIL */
-		r = san_shm_ring_prod_arm_cons(&s->txr, san_stage_oldest(&s->stage));
+		r = s->prov->area_arm(s);
 	else
 		r = san_shm_ring_prod_arm(&s->txr, need ? need : (uint32_t)(SAN_HDR_LEN + chunk_max(s)));
 	if (r != 0) {
@@ -1180,6 +1210,7 @@ void san_conn_tx_disarm(struct san_sock *s)
 {
 	pthread_mutex_lock(&s->lock);
 	if (s->txr.sh) {
+		s->tx_area_armed = false;
 		san_shm_ring_prod_disarm(&s->txr);
 		san_sock_unplug(s->ylocal);
 	}

@@ -64,10 +64,12 @@ void san_core_before_exec(void)
 
 /*
  * Runs in _exit()/_Exit(), which skip the atexit() handlers (exit() runs
- * san_stats_exit() as one of those). Must not block: it may run in a signal
- * handler.
+ * san_stats_exit() as one of those). Must not deadlock: it may run in a signal
+ * handler. It may wait, boundedly, for frames still queued in this process
+ * (san_prov_exit), as TCP's kernel sends a socket buffer after the process.
  */
 void san_core_exit(void)
 {
+	san_prov_exit();
 	san_stats_exit();
 }

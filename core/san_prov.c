@@ -74,6 +74,13 @@ void san_prov_unlisten(int lfd)
 }
 
 void san_prov_verbs_spin(void) __attribute__((weak));
+void san_prov_verbs_exit(void) __attribute__((weak));
+
+void san_prov_exit(void)
+{
+	if (san_prov_verbs_exit)
+		san_prov_verbs_exit();
+}
 
 void san_prov_spin(void)
 {

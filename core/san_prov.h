@@ -43,11 +43,39 @@ struct san_prov_ops {
 	/* A release (or a direct read's report) found the peer's producer waiting for room. */
 	void (*wake_producer)(struct san_sock *s);
 	/*
-	 * n bytes of the peer's bulk area from off (checked by the caller to lie inside it) into
-	 * iov, starting at byte at of iov.
+	 * n bytes of a transfer's rest from off of the area (checked by the caller to lie inside
+	 * it; the rest ends at end) into iov, starting at byte at of iov. read: the transfer came
+	 * by READ (SRC_AVAIL), else by GRANT (WRITE_DONE). 0, or -errno with the connection reset
+	 * (nothing of iov may then be believed).
 	 */
-	void (*bulk_copy)(struct san_sock *s, uint64_t off, const struct iovec *iov, int iovcnt,
-			  size_t at, size_t n);
+	int (*bulk_copy)(struct san_sock *s, bool read, uint64_t off, uint64_t end,
+			 const struct iovec *iov, int iovcnt, size_t at, size_t n);
+	/*
+	 * Optional. A grant transfer's bytes sit in our area at [off, off + len): put them where
+	 * the peer's grant says, before its WRITE_DONE goes (verbs: RDMA WRITE; shm: the area is
+	 * the peer's memory already). 0; -EAGAIN: not now (tx_wait_area, area_arm wakes);
+	 * -ECONNRESET.
+	 */
+	int (*bulk_push)(struct san_sock *s, uint64_t off, uint64_t len);
+	/*
+	 * The sender's regions of the area are freed in order, each by a key the provider gives
+	 * (shm: the ring position past its SRC_AVAIL or WRITE_DONE, freed as the peer's consumer
+	 * passes it; verbs: the transfer's id, freed by the peer's READ_DONE):
+	 * area_key: the key of the transfer being announced now (its id is id).
+	 * area_released: the key every region up to which is free; 0 or -errno (broken).
+	 * area_arm: a send found the area full: 1 if the oldest region is free already, else 0
+	 * with the sender's X to be unplugged when it is.
+	 */
+	uint64_t (*area_key)(struct san_sock *s, uint32_t id);
+	int (*area_released)(struct san_sock *s, uint64_t *key);
+	int (*area_arm)(struct san_sock *s);
+	/* Optional. The receiver has delivered transfer id's every byte (verbs: READ_DONE). */
+	void (*xfer_done)(struct san_sock *s, uint32_t id);
+	/*
+	 * The peer's standing WRITE_GRANT names its area by address and key (verbs), not by
+	 * the shared mapping (shm: both 0).
+	 */
+	bool grant_keys;
 	/*
 	 * Optional. Bring in what the peer has already sent (verbs: completions not yet taken
 	 * into the private inbound ring), before the anchor's EOF is believed. Lock held.
@@ -86,5 +114,11 @@ void san_prov_atfork_child(void);
  * every connection whose lock is free. One load when no such connection exists.
  */
 void san_prov_spin(void);
+/*
+ * _exit(): what exit() does for queued frames in an atexit handler (verbs: they live in this
+ * process, unlike TCP's socket buffers), done here too, without stdio. Bounded; no lock taken
+ * that could be the interrupted thread's (it may run in a signal handler).
+ */
+void san_prov_exit(void);
 
 #endif /* SAN_PROV_H */

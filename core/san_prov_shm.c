@@ -28,10 +28,33 @@ static void shm_wake_producer(struct san_sock *s)
 }
 
 /* The peer's area is mapped here too: a copy, straight into the caller's buffer. */
-static void shm_bulk_copy(struct san_sock *s, uint64_t off, const struct iovec *iov, int iovcnt,
-			  size_t at, size_t n)
+static int shm_bulk_copy(struct san_sock *s, bool read, uint64_t off, uint64_t end,
+			 const struct iovec *iov, int iovcnt, size_t at, size_t n)
 {
+	(void)read;
+	(void)end;
 	san_conn_iov_copy(iov, iovcnt, at, s->bulk_rx + off, n, true);
+	return 0;
+}
+
+/*
+ * A region of our area is the peer's until its consumer passes the frame that announced it
+ * (SRC_AVAIL or WRITE_DONE): the ring position just past that frame is the region's key.
+ */
+static uint64_t shm_area_key(struct san_sock *s, uint32_t id)
+{
+	(void)id;
+	return s->txr.prod;
+}
+
+static int shm_area_released(struct san_sock *s, uint64_t *key)
+{
+	return san_shm_ring_prod_released(&s->txr, key);
+}
+
+static int shm_area_arm(struct san_sock *s)
+{
+	return san_shm_ring_prod_arm_cons(&s->txr, san_stage_oldest(&s->stage));
 }
 
 const struct san_prov_ops san_prov_shm = {
@@ -44,4 +67,7 @@ const struct san_prov_ops san_prov_shm = {
 	.ring_peer = shm_ring_peer,
 	.wake_producer = shm_wake_producer,
 	.bulk_copy = shm_bulk_copy,
+	.area_key = shm_area_key,
+	.area_released = shm_area_released,
+	.area_arm = shm_area_arm,
 };

@@ -14,17 +14,21 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ev.h>
 
+#include "core/san_config.h"
 #include "core/san_engine.h"
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
 #include "core/san_prov.h"
 #include "core/san_sock.h"
+#include "core/san_stage.h"
 #include "core/san_stats.h"
 #include "core/san_sys.h"
 #include "core/san_verbs.h"
+#include "proto/san_frame.h"
 #include "proto/san_msg.h"
 #include "proto/san_upgrade.h"
 #include "proto/san_wire.h"
@@ -60,10 +64,15 @@
 #define V_LINGER_S 2.0	   /* a listener outlives its TCP listener (as shm's side channel) */
 #define V_B_TRIES 100	   /* x 5 ms: a PROPOSE that came before the application's accept() */
 #define V_END_S 2.0	   /* a reset connection's ABORT has this long to go out */
+#define V_BULK (1u << 20)  /* bytes of each bulk area: our regions, and our mirror of the peer's */
+#define V_READ_MAX_S 60	   /* a synchronous RDMA READ that long without completing: reset */
+#define V_WRITE_TAG (1ull << 62) /* the cookie of an RDMA WRITE (a READ's is its sequence) */
 
 /* The compact PROPOSE, ACCEPT and REJECT in the CM's private data (big-endian fields). */
 #define V_PROPOSE_MAGIC 0x53414e50u /* "SANP" */
 #define V_ACCEPT_MAGIC 0x53414e41u  /* "SANA" */
+/* What a HELLO on verbs may offer (a side whose area cannot be registered offers less). */
+#define V_CAPS (SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE)
 #define V_REJECT_MAGIC 0x53414e58u  /* "SANX" */
 
 struct v_propose {
@@ -129,6 +138,15 @@ struct vconn {
 	struct v_held held[V_NRECV];
 	struct vconn *run_prev, *run_next; /* on the spinners' list while running */
 	bool on_run;
+	/* ---- bulk (docs/verbs.md §4) ---- */
+	struct san_verbs_region area; /* [bulk_tx, bulk_tx + 2 V_BULK): ours, then the mirror */
+	uint64_t fetch_lo, fetch_hi;  /* mirror bytes read from the peer (the open transfer's) */
+	uint64_t rd_seq, rd_done;     /* our last READ's cookie, the last one completed */
+	bool rdma_full;		      /* a WRITE found every RDMA slot busy */
+	uint64_t tx_seq, rel_seq;     /* our transfers announced, and released (READ_DONE), so
+				       * far: 64-bit, where the wire's ids wrap at 2^32 */
+	uint32_t done_ids[SAN_STAGE_RECS]; /* READ_DONEs we owe the peer, oldest first */
+	uint32_t ndone, done_head;
 };
 
 /*
@@ -142,6 +160,7 @@ static struct vconn *running;
 static _Atomic int nrunning;
 
 static void v_exit_flush(void);
+static _Atomic pid_t run_pid; /* the process whose connections are on the list */
 /*
  * Registered at load, before the program's own handlers: atexit runs them in reverse, so ours
  * runs after every handler the program registers (C++ destructors included), when the program
@@ -165,6 +184,7 @@ static void run_add(struct vconn *v)
 		running = v;
 		v->on_run = true;
 		atomic_fetch_add(&nrunning, 1);
+		atomic_store(&run_pid, getpid());
 	}
 	pthread_mutex_unlock(&run_lock);
 }
@@ -202,10 +222,17 @@ static bool v_absent_errno(int r)
 
 /* ---- the private rings ----------------------------------------------------------------- */
 
+/* Where the bulk area starts in the mapping, after the two rings (page-aligned). */
+static size_t v_area_off(void)
+{
+	return (2 * san_shm_ring_bytes(V_RING) + 4095) & ~(size_t)4095;
+}
+
 static void v_timer(struct ev_loop *loop, ev_timer *t, int revents);
 
 static void v_free(struct vconn *v)
 {
+	san_verbs_dereg(&v->area); /* (before the close: the region holds the protection domain) */
 	if (v->c)
 		san_verbs_close(v->c);
 	if (v->map)
@@ -234,7 +261,7 @@ static struct vconn *v_new(void)
 	if (!v)
 		return NULL;
 	v->x = v->y = v->kick = v->anchor = -1;
-	v->map_len = 2 * one;
+	v->map_len = v_area_off() + 2 * (size_t)V_BULK; /* the bulk area: registered at commit */
 	base = mmap(NULL, v->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (base == MAP_FAILED) {
 		free(v);
@@ -304,6 +331,34 @@ static int v_attach(struct vconn *v, struct san_sock *s)
 
 static void v_down(struct vconn *v, int r);
 
+/*
+ * The READ_DONEs we owe (v_xfer_done), in order: control messages, sent beside txr rather
+ * than through it (the peer's regions must come free even while our own stream waits for
+ * credits or ring room). 0, or -errno with the transport down.
+ */
+static int send_dones(struct vconn *v)
+{
+	while (v->ndone) {
+		struct san_msg m = { .type = SAN_T_READ_DONE };
+		uint8_t buf[64];
+		int n, r;
+
+		m.u.read_done.xfer_id = v->done_ids[v->done_head];
+		m.u.read_done.status = SAN_XS_OK;
+		n = san_msg_encode(&m, buf, sizeof(buf));
+		r = n < 0 ? n : san_verbs_send_ctrl(v->c, buf, (size_t)n);
+		if (r == -EAGAIN)
+			return 0; /* a completion or the peer's credits bring us back (pump) */
+		if (r < 0) {
+			v_down(v, r);
+			return r;
+		}
+		v->done_head = (v->done_head + 1) % SAN_STAGE_RECS;
+		v->ndone--;
+	}
+	return 0;
+}
+
 /* Send what txr holds while credits and send slots last. */
 static void pump(struct vconn *v)
 {
@@ -312,6 +367,8 @@ static void pump(struct vconn *v)
 	int r;
 
 	if (!v->c || v->gone || !v->switch_sent || v->in_poll)
+		return;
+	if (send_dones(v) < 0)
 		return;
 	while ((r = san_shm_ring_cons_peek(&v->pump, &f)) == 0) {
 		r = san_verbs_send(v->c, f.msg, f.len);
@@ -374,15 +431,53 @@ static int deliver(struct vconn *v, const void *msg, uint32_t len)
 	return 0;
 }
 
+/*
+ * A READ or GRANT transfer's FIRST DATA: on shm it and its SRC_AVAIL / WRITE_DONE enter the
+ * ring together (both frames or neither); here they come as two SENDs, and a receive (a peek
+ * above all) that saw the first alone would return its one byte where TCP returns what was
+ * sent. So it waits in its slot for the second, and the two go into rxr at once.
+ */
+static bool bulk_first(const void *msg, uint32_t len)
+{
+	struct san_msg m;
+
+	return ((const struct san_wire_hdr *)msg)->type == SAN_T_DATA &&
+	       san_msg_decode(msg, len, SAN_CHAN_SESSION, len, &m) == 0 && m.u.data.first &&
+	       (m.u.data.mode == SAN_XMODE_READ || m.u.data.mode == SAN_XMODE_GRANT);
+}
+
+/* The held head, a bulk FIRST DATA, and the message after it: both into rxr, or neither. */
+static int deliver_pair(struct vconn *v, const struct v_held *a, const struct v_held *b)
+{
+	void *buf;
+	int r = san_shm_ring_prod_reserve(&v->fill,
+					  (uint32_t)(san_frame_len(a->len) + san_frame_len(b->len)), &buf);
+
+	if (r < 0)
+		return r; /* -EAGAIN: no room for both yet (whatever the padding, two fit there) */
+	r = deliver(v, a->msg, a->len);
+	if (!r)
+		r = deliver(v, b->msg, b->len);
+	return r == -EAGAIN ? -EPROTO : r;
+}
+
 /* Move held receives into rxr while it has room; arm for the rest. */
 static void refill(struct vconn *v)
 {
 	while (v->nheld) {
-		struct v_held *h = &v->held[v->hhead];
-		int r = deliver(v, h->msg, h->len);
+		struct v_held *h = &v->held[v->hhead], *h2 = &v->held[(v->hhead + 1) % V_NRECV];
+		bool pair = bulk_first(h->msg, h->len);
+		int r;
 
+		if (pair && v->nheld < 2)
+			return; /* its second frame has not come: on_msg calls us again */
+		r = pair ? deliver_pair(v, h, h2) : deliver(v, h->msg, h->len);
 		if (r == -EAGAIN) {
-			if (san_shm_ring_prod_arm(&v->fill, h->len) == 1)
+			/* room for the one, or for both as one message (as deliver_pair asks) */
+			uint32_t need = pair ? (uint32_t)(san_frame_len(h->len) + san_frame_len(h2->len))
+					     : h->len;
+
+			if (san_shm_ring_prod_arm(&v->fill, need) == 1)
 				continue; /* the application released room meanwhile */
 			return;	  /* its next release calls wake_producer */
 		}
@@ -390,9 +485,11 @@ static void refill(struct vconn *v)
 			v->fail = true;
 			return;
 		}
-		(void)san_verbs_release(v->c, h->slot);
-		v->hhead = (v->hhead + 1) % V_NRECV;
-		v->nheld--;
+		for (int i = pair ? 2 : 1; i > 0; i--) {
+			(void)san_verbs_release(v->c, v->held[v->hhead].slot);
+			v->hhead = (v->hhead + 1) % V_NRECV;
+			v->nheld--;
+		}
 	}
 	san_shm_ring_prod_disarm(&v->fill);
 }
@@ -438,6 +535,36 @@ static int on_switch(struct vconn *v, const void *msg, size_t len)
 	return 0;
 }
 
+static void wake_area(struct vconn *v)
+{
+	if (v->s->tx_area_armed && v->s->ylocal >= 0)
+		san_sock_unplug(v->s->ylocal);
+	v->s->tx_area_armed = false;
+}
+
+/*
+ * The peer's READ_DONE: it has every byte of our transfer xfer_id (READ or GRANT), so the
+ * region is ours again. They come in order, one per transfer (docs/verbs.md §4).
+ */
+static int on_read_done(struct vconn *v, const void *msg, size_t len)
+{
+	struct san_sock *s = v->s;
+	struct san_msg m;
+
+	if (san_msg_decode(msg, len, SAN_CHAN_SESSION, (uint32_t)len, &m) < 0 ||
+	    m.u.read_done.status != SAN_XS_OK || v->rel_seq == v->tx_seq ||
+	    m.u.read_done.xfer_id != (uint32_t)(v->rel_seq + 1)) {
+		san_warn("fd %d: verbs: a READ_DONE for a transfer not outstanding (id %u; %llu of "
+			 "%llu released)", s->fd, m.u.read_done.xfer_id,
+			 (unsigned long long)v->rel_seq, (unsigned long long)v->tx_seq);
+		return -EPROTO;
+	}
+	v->rel_seq++;
+	atomic_fetch_add_explicit(&frames_sent, 1, memory_order_relaxed); /* progress, for exit */
+	wake_area(v);
+	return 0;
+}
+
 static int on_msg(void *arg, const void *msg, size_t len)
 {
 	struct vconn *v = arg;
@@ -457,17 +584,22 @@ static int on_msg(void *arg, const void *msg, size_t len)
 		v->peer_done = true;
 	if (v->s->err)
 		return 0; /* reset: nothing more is read (the slot goes back at once) */
+	if (type == SAN_T_READ_DONE)
+		return on_read_done(v, msg, len); /* ours: the provider frees the region */
 	if (v->s->closing && ((const struct san_wire_hdr *)msg)->type == SAN_T_DATA) {
 		/* data for a closed connection: TCP answers with a reset, and so do we */
 		san_sock_reset_locked(v->s, -ECONNRESET, SAN_R_APP_RESET);
 		return 0;
 	}
-	if (!v->nheld) {
+	if (!v->nheld && !bulk_first(msg, (uint32_t)len)) {
 		r = deliver(v, msg, (uint32_t)len);
 		if (r != -EAGAIN)
 			return r;
 	}
-	return hold(v, msg, (uint32_t)len);
+	r = hold(v, msg, (uint32_t)len);
+	if (!r && v->nheld >= 2)
+		refill(v); /* a bulk FIRST DATA's second frame came */
+	return r;
 }
 
 /* ---- progress and the end -------------------------------------------------------------- */
@@ -480,6 +612,7 @@ static void v_down(struct vconn *v, int r)
 	if (v->gone)
 		return;
 	v->gone = true;
+	wake_area(v); /* a send waiting for a READ_DONE finds the error instead */
 	san_debug("fd %d: verbs: transport %s (%s)", s->fd, r == -EPROTO ? "broken" : "down",
 		  strerror(-r));
 	if (v->b && v->stage == V_WAIT_SWITCH)
@@ -535,8 +668,9 @@ static bool v_finished(struct vconn *v)
 	if (s->err && ev_now(san_engine_loop()) >= v->end_by)
 		return true;
 	san_verbs_get_info(v->c, &in);
+	/* (the peer still reads our regions until its READ_DONEs: the area must stay) */
 	return !s->fin_pending && san_shm_ring_cons_peek(&v->pump, &(struct san_shm_frame){ 0 }) ==
-					   -EAGAIN && !in.sends_busy;
+					   -EAGAIN && !in.sends_busy && v->rel_seq == v->tx_seq;
 }
 
 /* On the engine: stop watching, close the transport, let the sock go. */
@@ -554,6 +688,7 @@ static void v_end(struct ev_loop *loop, struct vconn *v)
 	s->pv = NULL;
 	run_del(v); /* after s->pv: nothing can put it back (run_add runs under this lock) */
 	/* the private rings and X stay with the sock; the transport goes (a disconnect) */
+	san_verbs_dereg(&v->area);
 	san_verbs_close(v->c);
 	v->c = NULL;
 	pthread_mutex_unlock(&s->lock);
@@ -686,32 +821,40 @@ static bool v_pending(struct vconn *v)
 	if (s->tx == SK_TX_SAN && !s->fin_sent)
 		san_sock_send_fin(s); /* the process ends: its streams end, as its sockets would */
 	san_verbs_get_info(v->c, &in);
-	return s->fin_pending || san_shm_ring_cons_peek(&v->pump, &f) == 0 || in.sends_busy;
+	return s->fin_pending || san_shm_ring_cons_peek(&v->pump, &f) == 0 || in.sends_busy ||
+	       v->rel_seq != v->tx_seq;
 }
 
 #define V_EXIT_MAX_S 30 /* and never longer than this: other threads may keep streaming */
 
-static void v_exit_flush(void)
+static void v_flush_all(bool stdio)
 {
 	uint64_t seen = atomic_load(&frames_sent);
 	time_t start = time(NULL), idle_since = start;
+	unsigned int lock_waits = 0;
 
-	if (!atomic_load_explicit(&nrunning, memory_order_relaxed))
-		return;
+	if (!atomic_load_explicit(&nrunning, memory_order_relaxed) ||
+	    getpid() != atomic_load(&run_pid))
+		return; /* (a vfork child shares our memory, not our connections) */
 	/* glibc flushes stdio after the atexit handlers: a socket's FILE must not follow our FIN */
-	(void)fflush(NULL);
+	if (stdio)
+		(void)fflush(NULL);
 	for (;;) {
 		bool busy = false;
 		uint64_t now_sent;
 
 		if (pthread_mutex_trylock(&run_lock) != 0) {
-			/* a spinner holds it (maybe this very thread, if a signal handler called
-			 * exit() during a spin: blocking would hang the exit) */
-			if (time(NULL) - start >= V_EXIT_MAX_S)
+			/*
+			 * A spinner holds it, for a moment; or this very thread does, if a signal
+			 * handler called exit() or _exit() during a spin, and then it never will:
+			 * blocking would hang the exit, so after 1 s we give up.
+			 */
+			if (++lock_waits >= 1000 || time(NULL) - start >= V_EXIT_MAX_S)
 				return;
 			(void)san_sys_poll(NULL, 0, 1);
 			continue;
 		}
+		lock_waits = 0;
 		for (struct vconn *v = running; v; v = v->run_next) {
 			if (pthread_mutex_trylock(&v->s->lock) != 0) {
 				busy = true; /* someone works on it: look again */
@@ -740,27 +883,51 @@ static void v_exit_flush(void)
 	}
 }
 
-/* A cheap look at the CQ from a spinning application thread (lock held): no ack, no re-arm. */
-static void v_spin_poll(struct san_sock *s)
+/*
+ * Take in what the CQ holds from an application thread (lock held), as the engine thread would
+ * but without ack or re-arm (the channel's events stay the engine's): the completions' work,
+ * then held frames and txr. Completions handled (> 0 when something changed), or -ECONNRESET
+ * with the transport down (the engine is kicked to end it).
+ */
+static int v_poll_here(struct vconn *v)
 {
-	struct vconn *v = s->pv;
 	int r;
 
-	if (!v || !v->c || v->gone || v->stage != V_RUNNING)
-		return;
 	v->in_poll = true;
 	r = san_verbs_poll(v->c, on_msg, v);
 	v->in_poll = false;
 	if (r < 0 || v->fail) {
 		v_down(v, v->fail ? -EPROTO : r);
 		(void)eventfd_write(v->kick, 1); /* the engine ends it */
-		return;
+		return -ECONNRESET;
 	}
 	if (r > 0) {
 		if (v->nheld)
 			refill(v);
 		pump(v);
 	}
+	return r;
+}
+
+/* A cheap look at the CQ from a spinning application thread (lock held): no ack, no re-arm. */
+static void v_spin_poll(struct san_sock *s)
+{
+	struct vconn *v = s->pv;
+
+	if (!v || !v->c || v->gone || v->stage != V_RUNNING)
+		return;
+	(void)v_poll_here(v);
+}
+
+static void v_exit_flush(void)
+{
+	v_flush_all(true);
+}
+
+void san_prov_verbs_exit(void);
+void san_prov_verbs_exit(void)
+{
+	v_flush_all(false);
 }
 
 void san_prov_verbs_spin(void);
@@ -785,16 +952,228 @@ static void v_closed(struct san_sock *s)
 		(void)eventfd_write(v->kick, 1);
 }
 
-/* No bulk area on verbs yet (docs/verbs.md §4): every transfer is COPY, so this never runs. */
-static void v_bulk_copy(struct san_sock *s, uint64_t off, const struct iovec *iov, int iovcnt,
-			size_t at, size_t n)
+/* ---- bulk: READ and GRANT (docs/verbs.md §4) ------------------------------------------- */
+
+/*
+ * Each side's bulk area is one registered region of 2 V_BULK bytes: the first half holds our
+ * transfers' regions (the peer RDMA-READs them: SRC_AVAIL), the second mirrors the peer's
+ * first half, offset for offset (our READs land there, and the peer's RDMA WRITEs into its
+ * grant). The sender's stage allocates the offsets of both, so a transfer's bytes sit at the
+ * same offset on either side, and its region is free again at the peer's READ_DONE.
+ */
+
+static void v_rdma_done(void *arg, uint64_t cookie, int status)
 {
-	(void)off;
-	(void)iov;
-	(void)iovcnt;
-	(void)at;
-	(void)n;
-	san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
+	struct vconn *v = arg;
+
+	(void)status; /* a failure breaks the connection: san_verbs_poll says so next */
+	if (!(cookie & V_WRITE_TAG))
+		v->rd_done = cookie;
+	v->rdma_full = false;
+	wake_area(v);
+}
+
+/*
+ * At commit, before HELLO (which offers READ and GRANT only with an area): register it. A
+ * failure (RLIMIT_MEMLOCK, most often) leaves the connection without one: large sends then go
+ * by copy through the control messages, as SANSWITCH_BULK=inline would send them.
+ */
+static atomic_bool area_warned;
+
+static void v_bulk_setup(struct vconn *v)
+{
+	struct san_sock *s = v->s;
+	uint8_t *area = (uint8_t *)s->map + v_area_off();
+	int r = san_fault(SAN_FAULT_REG_FAIL)
+			? -ENOMEM
+			: san_verbs_reg(v->c, area, 2 * (size_t)V_BULK,
+					SAN_VERBS_REMOTE_READ | SAN_VERBS_REMOTE_WRITE, &v->area);
+
+	if (r < 0) {
+		/* a warning the first time (the limit is the user's to raise), then info */
+		san_log(atomic_exchange(&area_warned, true) ? SAN_LOG_INFO : SAN_LOG_WARN,
+			"fd %d: verbs: bulk area (%u KiB) not registered (%s%s): large sends go by "
+			"copy", s->fd, 2 * V_BULK >> 10, strerror(-r),
+			r == -ENOMEM || r == -EPERM ? "; raise RLIMIT_MEMLOCK (ulimit -l)" : "");
+		return;
+	}
+	s->bulk_tx = area;
+	s->bulk_rx = area + V_BULK;
+	s->bulk_size = V_BULK;
+	s->bulk_addr = (uintptr_t)area;
+	s->bulk_key = v->area.rkey;
+	s->bulk_ready = true; /* registered: pinned, nothing left to commit */
+	san_stage_init(&s->stage, V_BULK);
+	san_verbs_set_rdma_cb(v->c, v_rdma_done, v);
+}
+
+/*
+ * An application thread waits for an RDMA completion (lock held): poll the CQ, handling what
+ * else comes as spin_poll does, and sleep a little between looks (20 us, doubling up to 1 ms)
+ * rather than on the completion channel, whose events stay the engine thread's. 0, or -errno
+ * with the connection reset.
+ */
+static int v_rdma_wait(struct vconn *v, const struct timespec *until, long *nap_ns)
+{
+	struct timespec now, nap;
+	int r = v_poll_here(v);
+
+	if (r < 0)
+		return r;
+	if (r > 0) {
+		*nap_ns = 20000;
+		return 0;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (now.tv_sec > until->tv_sec ||
+	    (now.tv_sec == until->tv_sec && now.tv_nsec >= until->tv_nsec)) {
+		san_warn("fd %d: verbs: an RDMA READ did not complete in %d s: resetting",
+			 v->s->fd, V_READ_MAX_S);
+		san_sock_reset_locked(v->s, -ECONNRESET, SAN_R_CHANNEL);
+		return -ECONNRESET;
+	}
+	nap = (struct timespec){ 0, *nap_ns };
+	(void)nanosleep(&nap, NULL);
+	if (*nap_ns < 1000000)
+		*nap_ns *= 2;
+	return 0;
+}
+
+/* READ [off, end) of the peer's area into our mirror, synchronously. 0 or -ECONNRESET. */
+static int v_fetch(struct vconn *v, uint64_t off, uint64_t end)
+{
+	struct san_sock *s = v->s;
+	struct timespec until;
+	long nap = 20000;
+	uint64_t cookie = ++v->rd_seq;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += V_READ_MAX_S;
+	for (;;) {
+		r = san_verbs_read(v->c, &v->area, V_BULK + off, s->peer_bulk_addr + off,
+				   s->peer_bulk_key, end - off, cookie);
+		if (r != -EAGAIN)
+			break;
+		if (v_rdma_wait(v, &until, &nap) < 0) /* every RDMA slot busy: one must finish */
+			return -ECONNRESET;
+	}
+	if (r < 0) {
+		v_down(v, r);
+		return -ECONNRESET;
+	}
+	while (v->rd_done != cookie && !s->err)
+		if (v_rdma_wait(v, &until, &nap) < 0)
+			return -ECONNRESET;
+	if (s->err)
+		return -ECONNRESET;
+	v->fetch_lo = off;
+	v->fetch_hi = end;
+	return 0;
+}
+
+/*
+ * GRANT: the peer's RDMA WRITE placed the bytes in our mirror before its WRITE_DONE came (RC
+ * ordering). READ: the first look at a transfer reads all of its rest into the mirror (later
+ * looks, a peek's included, copy from there).
+ */
+static int v_bulk_copy(struct san_sock *s, bool read, uint64_t off, uint64_t end,
+		       const struct iovec *iov, int iovcnt, size_t at, size_t n)
+{
+	struct vconn *v = s->pv;
+
+	if (read && !(v && off >= v->fetch_lo && off + n <= v->fetch_hi)) {
+		if (!v || !v->c || v->gone || !s->peer_grant) {
+			/* no transport to read with, or an SRC_AVAIL before the peer's area's key */
+			if (!s->err)
+				san_sock_reset_locked(s, -ECONNRESET,
+						      v && !v->gone ? SAN_R_PROTOCOL : SAN_R_CHANNEL);
+			return -ECONNRESET;
+		}
+		if (v_fetch(v, off, end) < 0)
+			return -ECONNRESET;
+	}
+	san_conn_iov_copy(iov, iovcnt, at, s->bulk_rx + off, n, true);
+	return 0;
+}
+
+/* GRANT: RDMA WRITE our region's [off, off + len) to the same offset of the peer's mirror. */
+static int v_bulk_push(struct san_sock *s, uint64_t off, uint64_t len)
+{
+	struct vconn *v = s->pv;
+	int r;
+
+	if (!v || !v->c || v->gone) {
+		if (!s->err)
+			san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
+		return -ECONNRESET;
+	}
+	r = san_verbs_write(v->c, &v->area, off, s->peer_bulk_addr + V_BULK + off,
+			    s->peer_bulk_key, len, V_WRITE_TAG | off);
+	if (r == -EAGAIN) {
+		v->rdma_full = true;
+		return -EAGAIN;
+	}
+	if (r < 0) {
+		v_down(v, r);
+		return -ECONNRESET;
+	}
+	return 0;
+}
+
+/*
+ * A region is freed by its transfer's READ_DONE: its key is the transfer's sequence number
+ * (the id on the wire, but 64 bits wide: a key never wraps under the stage's comparisons).
+ */
+static uint64_t v_area_key(struct san_sock *s, uint32_t id)
+{
+	struct vconn *v = s->pv;
+
+	(void)id;
+	return v ? ++v->tx_seq : 0; /* (never without v: send_region checked area_released) */
+}
+
+static int v_area_released(struct san_sock *s, uint64_t *key)
+{
+	struct vconn *v = s->pv;
+
+	if (!v || !v->c || v->gone) {
+		/* no READ_DONE can come any more: a send that needs the area cannot go on */
+		if (!s->err)
+			san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
+		return -ECONNRESET;
+	}
+	*key = v->rel_seq;
+	return 0;
+}
+
+static int v_area_arm(struct san_sock *s)
+{
+	struct vconn *v = s->pv;
+
+	if (!v || !v->c || v->gone ||
+	    (!v->rdma_full && (san_stage_idle(&s->stage) || san_stage_oldest(&s->stage) <= v->rel_seq)))
+		return 1; /* (the send then finds room, or the error) */
+	s->tx_area_armed = true;
+	return 0;
+}
+
+/* We delivered all of the peer's transfer id: READ_DONE frees its region there. */
+static void v_xfer_done(struct san_sock *s, uint32_t id)
+{
+	struct vconn *v = s->pv;
+
+	if (!v)
+		return;
+	v->fetch_lo = v->fetch_hi = 0; /* the next transfer may use these offsets */
+	if (v->ndone == SAN_STAGE_RECS) {
+		/* more transfers open than the sender may have: it broke the rules */
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
+		return;
+	}
+	v->done_ids[(v->done_head + v->ndone) % SAN_STAGE_RECS] = id;
+	v->ndone++;
+	pump(v);
 }
 
 /* ---- A: the upgrade in the first data call --------------------------------------------- */
@@ -885,6 +1264,7 @@ static int v_propose(struct san_sock *s)
 	s->nonce_mine = san_up_nonce();
 	pp.magic = htobe32(V_PROPOSE_MAGIC);
 	pp.ver_min = pp.ver_max = SAN_PROTO_VERSION;
+	pp.caps = htobe16(V_CAPS);
 	pp.nonce = htobe64(s->nonce_mine);
 	memcpy(pp.src, s->tuple.local.addr, 16);
 	memcpy(pp.dst, s->tuple.peer.addr, 16);
@@ -925,7 +1305,7 @@ static int v_propose(struct san_sock *s)
 		return san_up_fallback(s, SAN_R_RESOURCES);
 	}
 	s->nonce_peer = be64toh(acc.nonce);
-	s->peer_caps = 0; /* no bulk area, no direct paths (docs/verbs.md §4) */
+	s->peer_caps = be32toh(acc.caps) & V_CAPS; /* what its HELLO may offer */
 	/* ---- commit: SWITCH (X_A = 0), the MARK, HELLO; then B's SWITCH says X_B ---- */
 	r = a_wait_credit(v, V_SWITCH_MS);
 	if (!r)
@@ -942,6 +1322,8 @@ static int v_propose(struct san_sock *s)
 	san_sock_commit(s);
 	s->tx = SK_TX_SAN;
 	s->rx = SK_RX_PAUSED; /* until B's SWITCH: no receive may read past X_B */
+	if (s->peer_caps) /* (a peer of an older build offers none: it would refuse our grant) */
+		v_bulk_setup(v);
 	if (san_engine_call(v_watch, v) < 0 || san_conn_send_hello(s) < 0) {
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_RESOURCES);
 		return 0;
@@ -1016,8 +1398,11 @@ static void b_commit(struct vconn *v, uint64_t offset)
 	v->switch_sent = r == 0;
 	if (r == 0)
 		r = san_up_write_mark(s, 0);
-	if (r == 0 || r == -EAGAIN)
+	if (r == 0 || r == -EAGAIN) {
+		if (s->peer_caps) /* (as A: an older build's PROPOSE offers no bulk) */
+			v_bulk_setup(v);
 		r = san_conn_send_hello(s) < 0 ? -EIO : r;
+	}
 	if (r < 0 && r != -EAGAIN)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
 	if (!s->closing)
@@ -1057,7 +1442,8 @@ static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
 		s->rx = SK_RX_PAUSED;
 		s->nonce_mine = san_up_nonce();
 		s->nonce_peer = be64toh(pp->nonce);
-		s->peer_caps = 0;
+		s->peer_caps = be16toh(pp->caps) & V_CAPS;
+		acc.caps = htobe32(V_CAPS);
 		acc.nonce = htobe64(s->nonce_mine);
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -1336,6 +1722,12 @@ const struct san_prov_ops san_prov_verbs = {
 	.ring_peer = v_ring_peer,
 	.wake_producer = v_wake_producer,
 	.bulk_copy = v_bulk_copy,
+	.bulk_push = v_bulk_push,
+	.area_key = v_area_key,
+	.area_released = v_area_released,
+	.area_arm = v_area_arm,
+	.xfer_done = v_xfer_done,
+	.grant_keys = true,
 	.progress = v_progress_op,
 	.closed = v_closed,
 	.spin_poll = v_spin_poll,

@@ -78,12 +78,15 @@ struct san_sock {
 	void *map; /* the memfd mapping: two rings, two bulk areas */
 	size_t map_len;
 	uint8_t *bulk_tx; /* our bulk area (READ regions we offer), NULL if none */
-	uint8_t *bulk_rx; /* the peer's bulk area, NULL if none */
+	uint8_t *bulk_rx; /* the peer's bulk area (verbs: our mirror of it), NULL if none */
 	uint64_t bulk_size;
+	uint64_t bulk_addr, peer_bulk_addr; /* verbs: the areas' registered address and key, */
+	uint32_t bulk_key, peer_bulk_key;   /* ours and the peer's (its standing WRITE_GRANT) */
 	struct san_stage stage; /* which bytes of bulk_tx the peer still has to read */
 	bool bulk_ready;	/* bulk_tx's pages are committed (san_conn "registration") */
 	bool bulk_broken;	/* ... and that failed: no READ on this connection */
 	bool tx_wait_area;	/* the last send waits for bulk_tx space, not ring space */
+	bool tx_area_armed;	/* verbs: ... and X is plugged until a READ_DONE (area_arm) */
 	uint32_t peer_caps;	/* SAN_CAP_* of the peer's HELLO */
 	bool grant_sent;	/* our standing WRITE_GRANT of bulk_rx is out */
 	bool peer_grant;	/* the peer's standing WRITE_GRANT of bulk_tx came */

@@ -454,7 +454,8 @@ static int send_hello(struct san_verbs_conn *c)
 	return send_msg(c, SAN_T_HELLO, b, sizeof(b));
 }
 
-int san_verbs_send(struct san_verbs_conn *c, const void *msg, size_t len)
+/* An application's message, checked, as transport type @type (DATA, or READ_DONE: CTRL). */
+static int send_app(struct san_verbs_conn *c, uint8_t type, const void *msg, size_t len)
 {
 	if (!c)
 		return -EINVAL;
@@ -464,7 +465,17 @@ int san_verbs_send(struct san_verbs_conn *c, const void *msg, size_t len)
 		return -EINVAL;
 	if (len > c->p.max_msg || (c->peer_max_msg && len > c->peer_max_msg))
 		return -EMSGSIZE;
-	return send_msg(c, SAN_T_DATA, msg, len);
+	return send_msg(c, type, msg, len);
+}
+
+int san_verbs_send(struct san_verbs_conn *c, const void *msg, size_t len)
+{
+	return send_app(c, SAN_T_DATA, msg, len);
+}
+
+int san_verbs_send_ctrl(struct san_verbs_conn *c, const void *msg, size_t len)
+{
+	return send_app(c, SAN_T_READ_DONE, msg, len);
 }
 
 int san_verbs_can_send(const struct san_verbs_conn *c)
@@ -502,7 +513,7 @@ static int on_recv(struct san_verbs_conn *c, const struct ibv_wc *wc, san_verbs_
 		pmax = le32toh(b[2]);
 		if (pmax == 0 || pmax > MAX_MSG_LIMIT)
 			return broken(c, -EPROTO, "HELLO with an impossible max_msg");
-	} else if (type != SAN_T_DATA && type != SAN_T_CREDIT_UPDATE) {
+	} else if (type != SAN_T_DATA && type != SAN_T_READ_DONE && type != SAN_T_CREDIT_UPDATE) {
 		return broken(c, -EPROTO, "unknown transport message type");
 	}
 	rc = san_credit_on_recv(&c->cr, type, returned, ppool, pthr);
@@ -523,6 +534,9 @@ static int on_recv(struct san_verbs_conn *c, const struct ibv_wc *wc, san_verbs_
 			c->cur_held = false;
 			ret = cb(arg, m + SAN_VERBS_HDR, len - SAN_VERBS_HDR);
 			c->cur = -1;
+			if (c->cur_held && type == SAN_T_READ_DONE)
+				/* its slot was counted on to come back at once (CTRL class) */
+				return broken(c, -EPROTO, "a control message kept in its slot");
 			if (c->cur_held) /* kept: san_verbs_release re-posts it */
 				return c->err ? c->err : ret;
 		}

@@ -138,6 +138,14 @@ int san_verbs_cm_fd(const struct san_verbs_conn *c);
  */
 int san_verbs_send(struct san_verbs_conn *c, const void *msg, size_t len);
 
+/*
+ * The same for a message the peer's side takes off at once, never keeping its slot (a
+ * provider's READ_DONE): it travels as CTRL class (docs/protocol.md §11), which may spend
+ * the last credits but one that DATA leaves unspent, so it gets through whatever the peer's
+ * application does. The receiving callback must not san_verbs_hold() it (-EPROTO).
+ */
+int san_verbs_send_ctrl(struct san_verbs_conn *c, const void *msg, size_t len);
+
 /* Would san_verbs_send() of one message be accepted now (credit and send slot)? */
 int san_verbs_can_send(const struct san_verbs_conn *c);
 

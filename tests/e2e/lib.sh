@@ -16,7 +16,9 @@ while IFS= read -r _v; do
 	[ "$_v" = SANSWITCH_BUILD ] || unset "$_v"
 done < <(compgen -e | grep '^SANSWITCH_')
 unset _v
-# E2E_PROVIDER=verbs: a test of tests/e2e run again over another provider (tests/rxe does that).
+# E2E_PROVIDER=verbs: a test of tests/e2e run again over another provider (tests/rxe does that);
+# E2E_ADDR: the address vpair's server listens on and its client connects to (verbs needs the
+# RDMA device's; the default is sanverify's, the loopback).
 [ -n "${E2E_PROVIDER:-}" ] && export SANSWITCH_PROVIDER=$E2E_PROVIDER
 
 E2E_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -397,6 +399,10 @@ vpair() {
 	done
 	[ $# -gt 0 ] && shift
 	cargs=("$@")
+	if [ -n "${E2E_ADDR:-}" ]; then
+		sargs=(-a "$E2E_ADDR" "${sargs[@]}")
+		cargs=(-a "$E2E_ADDR" "${cargs[@]}")
+	fi
 	start_server "$name.srv" "$smode" --conns-total "$conns" -t 60 "${sargs[@]}"
 	as_t "$cmode" 90 "$SANVERIFY" client -p "$SERVER_PORT" -c "$conns" -t 60 "${cargs[@]}" \
 		>"$TMP/$name.cli.out" 2>"$TMP/$name.cli.err" || rc=$?

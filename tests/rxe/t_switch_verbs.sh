@@ -4,39 +4,13 @@
 # nonblocking, many connections, 1-byte writes, large writes, half-close, and both bulk settings.
 # Each crc32 must equal the kernel-only run with the same arguments and seed, every connection must
 # be switched onto verbs on both sides (switched = switched_verbs = connections, fallback = 0),
-# and each side's byte counts must be what the verifier moved. Then one end preloaded only: every
-# connection stays TCP (fallback no_peer on the preloaded side), same bytes.
+# and each side's byte counts must be what the verifier moved; under inline nothing goes by RDMA
+# (tests/rxe/switch_lib.sh). Then one end preloaded only: every connection stays TCP (fallback
+# no_peer on the preloaded side), same bytes.
 # timeout: 600
 set -u
-# shellcheck source=tests/e2e/lib.sh
-. "$(dirname -- "$0")/../e2e/lib.sh"
-need_build
-addr=${RXE_VM_ADDR:?RXE_VM_ADDR is not set: run through tests/rxe/run}
-
-export SANSWITCH_STATS=1 SANSWITCH_PROVIDER=verbs
-
-declare -A KBASE
-# case_ NAME CONNS SERVER_ARGS -- CLIENT_ARGS: kernel-only once, then both ends preloaded.
-case_() {
-	local name=$1 conns=$2 l
-	shift 2
-	local -a sa=() ca=()
-	while [ $# -gt 0 ] && [ "$1" != -- ]; do sa+=("$1"); shift; done
-	shift
-	ca=("$@")
-	if [ -z "${KBASE[$name]:-}" ]; then
-		vpair "$name.none" none none "$conns" -a "$addr" "${sa[@]}" -- -a "$addr" "${ca[@]}"
-		KBASE[$name]=$VCRC
-	fi
-	vpair "$name.$SANSWITCH_BULK" pre pre "$conns" -a "$addr" "${sa[@]}" -- -a "$addr" "${ca[@]}"
-	[ "$VCRC" = "${KBASE[$name]}" ] ||
-		fail "$name.$SANSWITCH_BULK: crc32 $VCRC over verbs, ${KBASE[$name]} kernel-only"
-	vswitched "$name.$SANSWITCH_BULK" "$conns"
-	for l in "$VCL" "$VSL"; do
-		[ "$(field "$l" switched_verbs)" -eq "$conns" ] ||
-			fail "$name.$SANSWITCH_BULK: not switched onto verbs: $l"
-	done
-}
+# shellcheck source=tests/rxe/switch_lib.sh
+. "$(dirname -- "$0")/switch_lib.sh"
 
 for SANSWITCH_BULK in inline auto; do
 	export SANSWITCH_BULK
@@ -44,14 +18,14 @@ for SANSWITCH_BULK in inline auto; do
 		for nb in block nonblock; do
 			args=(-m "$m" -T 2)
 			[ "$nb" = nonblock ] && args+=(-n)
-			case_ "mode.$m.$nb" 2 "${args[@]}" -- "${args[@]}" -b 512K -s 21
+			vcase "mode.$m.$nb" 2 "${args[@]}" -- "${args[@]}" -b 512K -s 21
 		done
 	done
-	case_ many.nonblock 16 -T 2 -n -m epoll -- -T 2 -n -m epoll -b 128K -s 22
-	case_ tiny1.block 2 --min-write 1 --max-write 1 -- --min-write 1 --max-write 1 -b 16K -s 23
-	case_ large.block 2 -T 2 --max-write 4M --echo-buf 4M -- \
+	vcase many.nonblock 16 -T 2 -n -m epoll -- -T 2 -n -m epoll -b 128K -s 22
+	vcase tiny1.block 2 --min-write 1 --max-write 1 -- --min-write 1 --max-write 1 -b 16K -s 23
+	vcase large.block 2 -T 2 --max-write 4M --echo-buf 4M -- \
 		-T 2 --min-write 256K --max-write 4M -b 6M -s 24
-	case_ halfclose.nonblock 4 -T 2 -n -m select -- -T 2 -n -m select --half-close -b 512K -s 25
+	vcase halfclose.nonblock 4 -T 2 -n -m select -- -T 2 -n -m select --half-close -b 512K -s 25
 	log "SANSWITCH_BULK=$SANSWITCH_BULK: every case switched onto verbs, crc32 as kernel-only"
 done
 
