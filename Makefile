@@ -5,7 +5,8 @@
 #   make demo            side-by-side demo: a program over kernel TCP, then under the switch
 #   make bench           benchmarks (kernel TCP vs preload, ratios; not pass/fail)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
-#   make rxe-check       build, then run tests/rxe/run in a Soft-RoCE qemu guest (scripts/rxe-vm)
+#   make rxe-check       build, then tests/rxe/run in a Soft-RoCE qemu guest (scripts/rxe-vm) and
+#                        tests/rxe/pair/run in two guests on one link (scripts/rxe-vm --pair)
 #   make rxe-bench       kernel TCP vs rsocket vs the switch over rxe, in that guest (ratios)
 #
 # Sources are discovered per directory: every preload/*.c, core/*.c and proto/*.c goes into the
@@ -99,7 +100,7 @@ e2e: all
 
 # Needs scripts/rxe-vm's packages and cache (scripts/rxe-vm --install, once, as root).
 rxe-check: all
-	@./scripts/rxe-vm -- ./tests/rxe/run
+	@./tests/rxe/check
 
 # The side-by-side benchmark over rxe: kernel TCP, rsocket's preload, the switch (ratios only).
 rxe-bench: all
