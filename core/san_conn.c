@@ -415,7 +415,7 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 			ring_broken(s, "send", room);
 		return -ECONNRESET;
 	}
-	san_stage_push(&s->stage, off, len, s->prov->area_key(s, first.u.data.xfer_id));
+	san_stage_push(&s->stage, off, len, s->prov->area_key(s));
 	s->xfer_tx_id++;
 	if (san_stats_enabled()) {
 		san_stats_add(SAN_STAT_SAN_TX_BYTES, len);

@@ -61,12 +61,12 @@ struct san_prov_ops {
 	 * The sender's regions of the area are freed in order, each by a key the provider gives
 	 * (shm: the ring position past its SRC_AVAIL or WRITE_DONE, freed as the peer's consumer
 	 * passes it; verbs: the transfer's id, freed by the peer's READ_DONE):
-	 * area_key: the key of the transfer being announced now (its id is id).
+	 * area_key: the key of the transfer being announced now.
 	 * area_released: the key every region up to which is free; 0 or -errno (broken).
 	 * area_arm: a send found the area full: 1 if the oldest region is free already, else 0
 	 * with the sender's X to be unplugged when it is.
 	 */
-	uint64_t (*area_key)(struct san_sock *s, uint32_t id);
+	uint64_t (*area_key)(struct san_sock *s);
 	int (*area_released)(struct san_sock *s, uint64_t *key);
 	int (*area_arm)(struct san_sock *s);
 	/* Optional. The receiver has delivered transfer id's every byte (verbs: READ_DONE). */

@@ -41,9 +41,8 @@ static int shm_bulk_copy(struct san_sock *s, bool read, uint64_t off, uint64_t e
  * A region of our area is the peer's until its consumer passes the frame that announced it
  * (SRC_AVAIL or WRITE_DONE): the ring position just past that frame is the region's key.
  */
-static uint64_t shm_area_key(struct san_sock *s, uint32_t id)
+static uint64_t shm_area_key(struct san_sock *s)
 {
-	(void)id;
 	return s->txr.prod;
 }
 

@@ -437,13 +437,14 @@ static int deliver(struct vconn *v, const void *msg, uint32_t len)
  * above all) that saw the first alone would return its one byte where TCP returns what was
  * sent. So it waits in its slot for the second, and the two go into rxr at once.
  */
-static bool bulk_first(const void *msg, uint32_t len)
+static bool bulk_first(const void *msg)
 {
-	struct san_msg m;
+	/* header bytes only (every message is looked at here): the engine validates the rest */
+	const struct san_wire_hdr *h = msg;
+	unsigned int mode = (h->flags & SAN_DATA_F_MODE_MASK) >> SAN_DATA_F_MODE_SHIFT;
 
-	return ((const struct san_wire_hdr *)msg)->type == SAN_T_DATA &&
-	       san_msg_decode(msg, len, SAN_CHAN_SESSION, len, &m) == 0 && m.u.data.first &&
-	       (m.u.data.mode == SAN_XMODE_READ || m.u.data.mode == SAN_XMODE_GRANT);
+	return h->type == SAN_T_DATA && (h->flags & SAN_DATA_F_FIRST) &&
+	       (mode == SAN_XMODE_READ || mode == SAN_XMODE_GRANT);
 }
 
 /* The held head, a bulk FIRST DATA, and the message after it: both into rxr, or neither. */
@@ -466,7 +467,7 @@ static void refill(struct vconn *v)
 {
 	while (v->nheld) {
 		struct v_held *h = &v->held[v->hhead], *h2 = &v->held[(v->hhead + 1) % V_NRECV];
-		bool pair = bulk_first(h->msg, h->len);
+		bool pair = bulk_first(h->msg);
 		int r;
 
 		if (pair && v->nheld < 2)
@@ -591,15 +592,13 @@ static int on_msg(void *arg, const void *msg, size_t len)
 		san_sock_reset_locked(v->s, -ECONNRESET, SAN_R_APP_RESET);
 		return 0;
 	}
-	if (!v->nheld && !bulk_first(msg, (uint32_t)len)) {
+	if (!v->nheld && !bulk_first(msg)) {
 		r = deliver(v, msg, (uint32_t)len);
 		if (r != -EAGAIN)
 			return r;
 	}
-	r = hold(v, msg, (uint32_t)len);
-	if (!r && v->nheld >= 2)
-		refill(v); /* a bulk FIRST DATA's second frame came */
-	return r;
+	/* (a bulk FIRST DATA's second frame: hold's refill delivers the two, room permitting) */
+	return hold(v, msg, (uint32_t)len);
 }
 
 /* ---- progress and the end -------------------------------------------------------------- */
@@ -1125,11 +1124,10 @@ static int v_bulk_push(struct san_sock *s, uint64_t off, uint64_t len)
  * A region is freed by its transfer's READ_DONE: its key is the transfer's sequence number
  * (the id on the wire, but 64 bits wide: a key never wraps under the stage's comparisons).
  */
-static uint64_t v_area_key(struct san_sock *s, uint32_t id)
+static uint64_t v_area_key(struct san_sock *s)
 {
 	struct vconn *v = s->pv;
 
-	(void)id;
 	return v ? ++v->tx_seq : 0; /* (never without v: send_region checked area_released) */
 }
 
