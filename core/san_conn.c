@@ -907,7 +907,7 @@ static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size
 			size_t n = len - off < space - got ? (size_t)(len - off) : space - got;
 
 			if (iov && bulk) {
-				if (s->prov->bulk_copy(s, mode == SAN_XMODE_READ, baddr + off,
+				if (s->prov->bulk_copy(s, mode == SAN_XMODE_READ, true, baddr + off,
 						       baddr + len, iov, iovcnt, got, n) < 0)
 					break;
 			} else if (iov)
@@ -1068,8 +1068,8 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 				n = space - got;
 			/* Straight from the peer's area into the caller's buffer. */
 			if (s->prov->bulk_copy(s, s->xfer_rx_mode == SAN_XMODE_READ,
-					       addr + s->xfer_rx_off, addr + len, iov, iovcnt, got,
-					       n) < 0) {
+					       flags & MSG_PEEK, addr + s->xfer_rx_off, addr + len,
+					       iov, iovcnt, got, n) < 0) {
 				if (!s->err)
 					san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
 				continue; /* what came before is still the caller's */

@@ -45,10 +45,11 @@ struct san_prov_ops {
 	/*
 	 * n bytes of a transfer's rest from off of the area (checked by the caller to lie inside
 	 * it; the rest ends at end) into iov, starting at byte at of iov. read: the transfer came
-	 * by READ (SRC_AVAIL), else by GRANT (WRITE_DONE). 0, or -errno with the connection reset
-	 * (nothing of iov may then be believed).
+	 * by READ (SRC_AVAIL), else by GRANT (WRITE_DONE). peek: MSG_PEEK (the same bytes will be
+	 * asked for again). 0, or -errno with the connection reset (nothing of iov may then be
+	 * believed).
 	 */
-	int (*bulk_copy)(struct san_sock *s, bool read, uint64_t off, uint64_t end,
+	int (*bulk_copy)(struct san_sock *s, bool read, bool peek, uint64_t off, uint64_t end,
 			 const struct iovec *iov, int iovcnt, size_t at, size_t n);
 	/*
 	 * Optional. A grant transfer's bytes sit in our area at [off, off + len): put them where

@@ -28,10 +28,11 @@ static void shm_wake_producer(struct san_sock *s)
 }
 
 /* The peer's area is mapped here too: a copy, straight into the caller's buffer. */
-static int shm_bulk_copy(struct san_sock *s, bool read, uint64_t off, uint64_t end,
+static int shm_bulk_copy(struct san_sock *s, bool read, bool peek, uint64_t off, uint64_t end,
 			 const struct iovec *iov, int iovcnt, size_t at, size_t n)
 {
 	(void)read;
+	(void)peek;
 	(void)end;
 	san_conn_iov_copy(iov, iovcnt, at, s->bulk_rx + off, n, true);
 	return 0;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,7 +23,9 @@
 #include "core/san_engine.h"
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
+#include "core/san_memhook.h"
 #include "core/san_prov.h"
+#include "core/san_regcache.h"
 #include "core/san_sock.h"
 #include "core/san_stage.h"
 #include "core/san_stats.h"
@@ -67,6 +70,12 @@
 #define V_BULK (1u << 20)  /* bytes of each bulk area: our regions, and our mirror of the peer's */
 #define V_READ_MAX_S 60	   /* a synchronous RDMA READ that long without completing: reset */
 #define V_WRITE_TAG (1ull << 62) /* the cookie of an RDMA WRITE (a READ's is its sequence) */
+#define V_KILL_WAIT_S 5	   /* a READ given up on: its flushed completion comes within this */
+#define V_DIRECT_MIN (32u * 1024u) /* a READ straight into the application's buffer: at least */
+#define V_RC_ENTRIES 64		   /* registrations of application buffers per connection */
+#define V_RC_BYTES (64ull << 20)   /* ... and the bytes they may pin, at most */
+#define V_MISS_STREAK 8		   /* misses in a row: fresh buffers, stop registering ... */
+#define V_MISS_PAUSE 64		   /* ... for this many reads (then try again) */
 
 /* The compact PROPOSE, ACCEPT and REJECT in the CM's private data (big-endian fields). */
 #define V_PROPOSE_MAGIC 0x53414e50u /* "SANP" */
@@ -142,11 +151,17 @@ struct vconn {
 	struct san_verbs_region area; /* [bulk_tx, bulk_tx + 2 V_BULK): ours, then the mirror */
 	uint64_t fetch_lo, fetch_hi;  /* mirror bytes read from the peer (the open transfer's) */
 	uint64_t rd_seq, rd_done;     /* our last READ's cookie, the last one completed */
+	bool rd_failed;		      /* a READ completed with an error (the QP is broken) */
 	bool rdma_full;		      /* a WRITE found every RDMA slot busy */
 	uint64_t tx_seq, rel_seq;     /* our transfers announced, and released (READ_DONE), so
 				       * far: 64-bit, where the wire's ids wrap at 2^32 */
 	uint32_t done_ids[SAN_STAGE_RECS]; /* READ_DONEs we owe the peer, oldest first */
 	uint32_t ndone, done_head;
+	/* ---- READ into the application's buffer (docs/verbs-registration.md) ---- */
+	struct san_regcache *rc;	/* made at the first such READ; NULL before (or if not) */
+	bool rc_off;			/* no cache could be made: always the mirror */
+	uint64_t rc_hits, rc_misses;	/* the cache's counts, as last added to the stats */
+	uint32_t miss_streak, pause;	/* lookups that missed in a row; reads left to skip */
 };
 
 /*
@@ -230,9 +245,12 @@ static size_t v_area_off(void)
 
 static void v_timer(struct ev_loop *loop, ev_timer *t, int revents);
 
+static void v_rc_destroy(struct vconn *v);
+
 static void v_free(struct vconn *v)
 {
-	san_verbs_dereg(&v->area); /* (before the close: the region holds the protection domain) */
+	v_rc_destroy(v);	   /* (before the close: registrations hold the protection domain) */
+	san_verbs_dereg(&v->area); /* (likewise) */
 	if (v->c)
 		san_verbs_close(v->c);
 	if (v->map)
@@ -687,6 +705,7 @@ static void v_end(struct ev_loop *loop, struct vconn *v)
 	s->pv = NULL;
 	run_del(v); /* after s->pv: nothing can put it back (run_add runs under this lock) */
 	/* the private rings and X stay with the sock; the transport goes (a disconnect) */
+	v_rc_destroy(v);
 	san_verbs_dereg(&v->area);
 	san_verbs_close(v->c);
 	v->c = NULL;
@@ -965,9 +984,12 @@ static void v_rdma_done(void *arg, uint64_t cookie, int status)
 {
 	struct vconn *v = arg;
 
-	(void)status; /* a failure breaks the connection: san_verbs_poll says so next */
-	if (!(cookie & V_WRITE_TAG))
-		v->rd_done = cookie;
+	/* (a failure breaks the connection: san_verbs_poll says so next) */
+	if (!(cookie & V_WRITE_TAG)) {
+		v->rd_done = cookie; /* (completions come in the order the READs were posted) */
+		if (status)
+			v->rd_failed = true;
+	}
 	v->rdma_full = false;
 	wake_area(v);
 }
@@ -1038,8 +1060,48 @@ static int v_rdma_wait(struct vconn *v, const struct timespec *until, long *nap_
 	return 0;
 }
 
-/* READ [off, end) of the peer's area into our mirror, synchronously. 0 or -ECONNRESET. */
-static int v_fetch(struct vconn *v, uint64_t off, uint64_t end)
+/*
+ * A READ we stop waiting for (the connection broke, or it took V_READ_MAX_S) may still be
+ * placing bytes: that is harmless in the mirror, not in the application's buffer, which is
+ * the caller's again once recv returns. So the QP goes to the error state, where nothing more
+ * is placed, and the READ's completion (flushed) is waited for.
+ */
+static void v_read_abandon(struct vconn *v, uint64_t cookie)
+{
+	struct timespec until;
+	long nap = 20000;
+
+	san_verbs_kill(v->c);
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += V_KILL_WAIT_S;
+	while (v->rd_done < cookie) {
+		struct timespec now, t;
+
+		(void)v_poll_here(v); /* (-ECONNRESET from now on; it still drains the CQ) */
+		if (v->rd_done >= cookie)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > until.tv_sec ||
+		    (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec)) {
+			san_err("fd %d: verbs: a READ's completion never came after the QP was "
+				  "broken: the device may still write into the buffer it was given",
+				  v->s->fd);
+			return;
+		}
+		t = (struct timespec){ 0, nap };
+		(void)nanosleep(&t, NULL);
+		if (nap < 1000000)
+			nap *= 2;
+	}
+}
+
+/*
+ * READ len bytes at off of the peer's area into local at loff, synchronously. 0 only if that
+ * READ completed successfully; -ECONNRESET otherwise (the caller resets the connection if it is
+ * not already). Either way the READ is over when this returns.
+ */
+static int v_read_sync(struct vconn *v, const struct san_verbs_region *local, size_t loff,
+		       uint64_t off, size_t len)
 {
 	struct san_sock *s = v->s;
 	struct timespec until;
@@ -1050,8 +1112,8 @@ static int v_fetch(struct vconn *v, uint64_t off, uint64_t end)
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += V_READ_MAX_S;
 	for (;;) {
-		r = san_verbs_read(v->c, &v->area, V_BULK + off, s->peer_bulk_addr + off,
-				   s->peer_bulk_key, end - off, cookie);
+		r = san_verbs_read(v->c, local, loff, s->peer_bulk_addr + off, s->peer_bulk_key,
+				   len, cookie);
 		if (r != -EAGAIN)
 			break;
 		if (v_rdma_wait(v, &until, &nap) < 0) /* every RDMA slot busy: one must finish */
@@ -1061,33 +1123,225 @@ static int v_fetch(struct vconn *v, uint64_t off, uint64_t end)
 		v_down(v, r);
 		return -ECONNRESET;
 	}
-	while (v->rd_done != cookie && !s->err)
+	while (v->rd_done < cookie && !s->err)
 		if (v_rdma_wait(v, &until, &nap) < 0)
-			return -ECONNRESET;
-	if (s->err)
+			break;
+	if (v->rd_done < cookie)
+		v_read_abandon(v, cookie);
+	/* (a failed or flushed READ completes too: its bytes are not there) */
+	return v->rd_done < cookie || v->rd_failed || v->gone || s->err ? -ECONNRESET : 0;
+}
+
+/* READ [off, end) of the peer's area into our mirror. 0 or -ECONNRESET. */
+static int v_fetch(struct vconn *v, uint64_t off, uint64_t end)
+{
+	if (v_read_sync(v, &v->area, V_BULK + off, off, end - off) < 0)
 		return -ECONNRESET;
 	v->fetch_lo = off;
 	v->fetch_hi = end;
 	return 0;
 }
 
+/* ---- READ into the application's buffer (docs/verbs-registration.md) ------------------- */
+
+/*
+ * What the caches of the process may pin together: a quarter of RLIMIT_MEMLOCK (the rest is
+ * for the connections' slots and areas), V_RC_BYTES at most (also without a limit: root).
+ */
+static atomic_uint_fast64_t rc_pinned; /* bytes the caches' registrations pin now */
+
+static uint64_t v_rc_budget(void)
+{
+	static _Atomic uint64_t budget;
+	uint64_t b = atomic_load_explicit(&budget, memory_order_relaxed);
+	struct rlimit rl;
+
+	if (b)
+		return b;
+	b = V_RC_BYTES;
+	if (geteuid() != 0 && !getrlimit(RLIMIT_MEMLOCK, &rl) && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur / 4 < b)
+		b = rl.rlim_cur / 4 ? rl.rlim_cur / 4 : 1;
+	atomic_store_explicit(&budget, b, memory_order_relaxed);
+	return b;
+}
+
+static int v_rc_reg(void *ctx, void *addr, size_t len, unsigned int access, struct san_reg *out)
+{
+	struct vconn *v = ctx;
+	struct san_verbs_region r;
+	int rc;
+
+	if (atomic_fetch_add(&rc_pinned, len) + len > v_rc_budget()) {
+		atomic_fetch_sub(&rc_pinned, len);
+		return -ENOMEM;
+	}
+	san_memhook_pinned(1); /* before the pages are pinned: the wrappers look from now on */
+	rc = san_fault(SAN_FAULT_REG_FAIL) ? -ENOMEM : san_verbs_reg(v->c, addr, len, access, &r);
+	if (rc < 0) {
+		san_memhook_pinned(-1);
+		atomic_fetch_sub(&rc_pinned, len);
+		return rc;
+	}
+	*out = (struct san_reg){ .mr = r.mr, .lkey = r.lkey, .rkey = r.rkey };
+	return 0;
+}
+
+/* (Any thread: an invalidate in another thread's free() deregisters what nobody uses.) */
+static void v_rc_dereg(void *ctx, const struct san_reg *reg)
+{
+	struct san_verbs_region r = { .mr = reg->mr };
+	size_t len = san_verbs_mr_len(reg->mr);
+
+	(void)ctx;
+	san_verbs_dereg(&r);
+	san_memhook_pinned(-1);
+	atomic_fetch_sub(&rc_pinned, len);
+}
+
+static struct san_regcache *v_rc(struct vconn *v)
+{
+	static const struct san_regcache_limits zero;
+	struct san_regcache_limits lim = zero;
+	struct san_regcache_ops ops = { .reg = v_rc_reg, .dereg = v_rc_dereg, .ctx = v };
+
+	if (v->rc || v->rc_off)
+		return v->rc;
+	lim.max_entries = V_RC_ENTRIES;
+	lim.max_bytes = v_rc_budget();
+	if (!san_verbs_fork_unneeded()) {
+		/*
+		 * rdma-core's fork support (RDMAV_FORK_SAFE, ibv_fork_init on a kernel without
+		 * copy-on-fork for pinned pages) marks registered ranges MADV_DONTFORK and
+		 * deregisters under its own lock, which a free() inside it would re-enter: no
+		 * registrations of application memory then.
+		 */
+		san_debug("fd %d: verbs: rdma-core fork support is on: receives copy", v->s->fd);
+		v->rc = NULL;
+	} else if (san_regcache_create(&ops, &lim, &v->rc) < 0) {
+		v->rc = NULL;
+	} else if (san_memhook_add(v->rc) < 0) {
+		/* nobody would tell it about freed memory: it must not be used */
+		san_regcache_destroy(v->rc);
+		v->rc = NULL;
+	}
+	v->rc_off = !v->rc;
+	return v->rc;
+}
+
+static void v_rc_destroy(struct vconn *v)
+{
+	if (!v->rc)
+		return;
+	san_memhook_del(v->rc); /* first: then no invalidate runs inside it */
+	san_regcache_destroy(v->rc);
+	v->rc = NULL;
+}
+
+/* Hits and misses since the last look, into the process's counters; true if this one missed. */
+static bool v_rc_count(struct vconn *v)
+{
+	struct san_regcache_stats st;
+	bool missed;
+
+	san_regcache_get_stats(v->rc, &st);
+	missed = st.misses != v->rc_misses;
+	san_stats_add(SAN_STAT_VREG_HITS, st.hits - v->rc_hits);
+	san_stats_add(SAN_STAT_VREG_MISSES, st.misses - v->rc_misses);
+	v->rc_hits = st.hits;
+	v->rc_misses = st.misses;
+	return missed;
+}
+
+/*
+ * The destination of n bytes at byte `at` of iov, if they are one contiguous piece worth a READ
+ * of their own; NULL otherwise. A program that receives into fresh buffers every time (each a
+ * registration, slower than the copy it saves) is detected by its misses and left to the
+ * mirror for a while. The calling thread's stack is reported at its exit from now on (the
+ * buffer may be on it).
+ */
+static void *v_direct_dst(struct vconn *v, const struct iovec *iov, int iovcnt, size_t at,
+			  size_t n)
+{
+	if (n < V_DIRECT_MIN || !san_cfg.direct || v->rc_off || !san_memhook_watch_stack())
+		return NULL;
+	if (v->pause) {
+		v->pause--;
+		return NULL;
+	}
+	for (int i = 0; i < iovcnt; i++) {
+		if (at < iov[i].iov_len)
+			return iov[i].iov_len - at >= n ? (uint8_t *)iov[i].iov_base + at : NULL;
+		at -= iov[i].iov_len;
+	}
+	return NULL;
+}
+
+/*
+ * READ [off, off + n) of the peer's area straight into dst, registered through the cache.
+ * 0; -ECONNRESET; another -errno when dst cannot be registered (then the mirror serves).
+ */
+static int v_read_direct(struct vconn *v, uint64_t off, void *dst, size_t n)
+{
+	struct san_regcache *rc = v_rc(v);
+	struct san_regcache_entry *e;
+	struct san_verbs_region local;
+	int r;
+
+	if (!rc)
+		return -ENOMEM;
+	r = san_regcache_lookup(rc, dst, n, 0 /* local writes only */, &e);
+	if (v_rc_count(v)) {
+		if (++v->miss_streak >= V_MISS_STREAK) {
+			v->miss_streak = 0;
+			v->pause = V_MISS_PAUSE;
+		}
+	} else {
+		v->miss_streak = 0;
+	}
+	if (r < 0) {
+		san_debug("fd %d: verbs: receive buffer of %zu bytes not registered (%s): copying",
+			  v->s->fd, n, strerror(-r));
+		return r;
+	}
+	local = (struct san_verbs_region){ .addr = (void *)e->start, .len = e->end - e->start,
+					   .lkey = e->reg.lkey, .rkey = e->reg.rkey, .mr = e->reg.mr };
+	r = v_read_sync(v, &local, (uintptr_t)dst - e->start, off, n);
+	san_regcache_release(rc, e);
+	if (!r)
+		san_stats_add(SAN_STAT_VDIRECT_RX_BYTES, n);
+	return r;
+}
+
 /*
  * GRANT: the peer's RDMA WRITE placed the bytes in our mirror before its WRITE_DONE came (RC
- * ordering). READ: the first look at a transfer reads all of its rest into the mirror (later
- * looks, a peek's included, copy from there).
+ * ordering). READ: a large contiguous piece a receive asks for is read straight into the
+ * caller's buffer;
+ * otherwise the first look at a transfer reads all of its rest into the mirror (later looks,
+ * a peek's included, copy from there).
  */
-static int v_bulk_copy(struct san_sock *s, bool read, uint64_t off, uint64_t end,
+static int v_bulk_copy(struct san_sock *s, bool read, bool peek, uint64_t off, uint64_t end,
 		       const struct iovec *iov, int iovcnt, size_t at, size_t n)
 {
 	struct vconn *v = s->pv;
 
 	if (read && !(v && off >= v->fetch_lo && off + n <= v->fetch_hi)) {
+		void *dst;
+
 		if (!v || !v->c || v->gone || !s->peer_grant) {
 			/* no transport to read with, or an SRC_AVAIL before the peer's area's key */
 			if (!s->err)
 				san_sock_reset_locked(s, -ECONNRESET,
 						      v && !v->gone ? SAN_R_PROTOCOL : SAN_R_CHANNEL);
 			return -ECONNRESET;
+		}
+		/* (a peek reads into the mirror: the receive after it copies from there) */
+		dst = peek ? NULL : v_direct_dst(v, iov, iovcnt, at, n);
+		if (dst) {
+			int r = v_read_direct(v, off, dst, n);
+
+			if (r == 0 || r == -ECONNRESET)
+				return r;
 		}
 		if (v_fetch(v, off, end) < 0)
 			return -ECONNRESET;
@@ -1164,6 +1418,7 @@ static void v_xfer_done(struct san_sock *s, uint32_t id)
 	if (!v)
 		return;
 	v->fetch_lo = v->fetch_hi = 0; /* the next transfer may use these offsets */
+
 	if (v->ndone == SAN_STAGE_RECS) {
 		/* more transfers open than the sender may have: it broke the rules */
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);

@@ -78,6 +78,9 @@ static const char *const san_stat_names[SAN_STAT_NR] = {
 	[SAN_STAT_DIRECT_TX_BYTES] = "direct_tx_bytes",
 	[SAN_STAT_DREAD_TX_BYTES] = "direct_read_tx_bytes",
 	[SAN_STAT_SWITCHED_VERBS] = "switched_verbs",
+	[SAN_STAT_VDIRECT_RX_BYTES] = "verbs_direct_rx_bytes",
+	[SAN_STAT_VREG_HITS] = "verbs_reg_hits",
+	[SAN_STAT_VREG_MISSES] = "verbs_reg_misses",
 };
 /* clang-format on */
 

@@ -33,6 +33,10 @@ enum san_stat {
 	SAN_STAT_DREAD_TX_BYTES = 12,  /* of san_tx_bytes, read by the peer straight from the
 					* buffer of our waiting send (process_vm_readv) */
 	SAN_STAT_SWITCHED_VERBS = 13,  /* of switched, those carried by the verbs provider */
+	SAN_STAT_VDIRECT_RX_BYTES = 14, /* of san_rx_bytes, RDMA-READ straight into the
+					 * application's receive buffer (verbs) */
+	SAN_STAT_VREG_HITS = 15,	/* ... whose registration the cache already had */
+	SAN_STAT_VREG_MISSES = 16,	/* ... that had to be registered (or could not be) */
 	SAN_STAT_NR,
 };
 

@@ -807,6 +807,16 @@ void san_verbs_dereg(struct san_verbs_region *r)
 		memset(r, 0, sizeof(*r));
 }
 
+size_t san_verbs_mr_len(const void *mr)
+{
+	return mr ? ((const struct ibv_mr *)mr)->length : 0;
+}
+
+bool san_verbs_fork_unneeded(void)
+{
+	return ibv_is_fork_initialized() == IBV_FORK_UNNEEDED;
+}
+
 void san_verbs_set_rdma_cb(struct san_verbs_conn *c, san_verbs_rdma_cb cb, void *arg)
 {
 	if (c) {
@@ -851,6 +861,17 @@ static int post_rdma(struct san_verbs_conn *c, enum ibv_wr_opcode op,
 		return broken(c, -ECONNRESET, "ibv_post_send (RDMA) failed");
 	}
 	return 0;
+}
+
+void san_verbs_kill(struct san_verbs_conn *c)
+{
+	struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+
+	if (!c || !c->qp)
+		return;
+	if (ibv_modify_qp(c->qp, &attr, IBV_QP_STATE))
+		san_warn("verbs: moving a QP to the error state failed: %s", strerror(errno));
+	broken(c, -ECONNRESET, "killed locally");
 }
 
 int san_verbs_read(struct san_verbs_conn *c, const struct san_verbs_region *local, size_t off,

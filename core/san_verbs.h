@@ -2,6 +2,7 @@
 #ifndef SAN_VERBS_H
 #define SAN_VERBS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -217,6 +218,14 @@ int san_verbs_reg(struct san_verbs_conn *c, void *addr, size_t len, unsigned int
 		  struct san_verbs_region *r);
 /* Deregister (r->mr NULL: nothing). No READ/WRITE using it may be outstanding. */
 void san_verbs_dereg(struct san_verbs_region *r);
+/* The length a registration (san_verbs_region.mr) covers; 0 for NULL. */
+size_t san_verbs_mr_len(const void *mr);
+/*
+ * rdma-core needs no fork support here (the kernel copies pinned pages for a fork child, and
+ * nobody called ibv_fork_init): registering memory the application may free is safe from
+ * rdma-core's side (no MADV_DONTFORK, no lock of its own around deregistration).
+ */
+bool san_verbs_fork_unneeded(void);
 
 /* A READ or WRITE completed: status 0, or -ECONNRESET when it failed (the connection is broken
  * then: every other outstanding one reports the same). Called from san_verbs_poll. */
@@ -233,6 +242,13 @@ int san_verbs_read(struct san_verbs_conn *c, const struct san_verbs_region *loca
 		   uint64_t raddr, uint32_t rkey, size_t len, uint64_t cookie);
 int san_verbs_write(struct san_verbs_conn *c, const struct san_verbs_region *local, size_t off,
 		    uint64_t raddr, uint32_t rkey, size_t len, uint64_t cookie);
+
+/*
+ * Break the connection now: the QP goes to the error state, so nothing more is placed in
+ * local memory by a READ in flight; its completion (flushed) comes through san_verbs_poll,
+ * which returns -ECONNRESET from then on.
+ */
+void san_verbs_kill(struct san_verbs_conn *c);
 
 /* Counters and parameters, for tools and tests. */
 struct san_verbs_info {

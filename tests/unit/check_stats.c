@@ -729,6 +729,7 @@ START_TEST(test_format_line)
 			      "san_rx_bytes=4 tcp_tx_bytes=5 tcp_rx_bytes=6 enobufs=7 connects=8 "
 			      "accepts=9 read_tx_bytes=10 grant_tx_bytes=11 direct_tx_bytes=12 "
 			      "direct_read_tx_bytes=13 switched_verbs=14 "
+			      "verbs_direct_rx_bytes=15 verbs_reg_hits=16 verbs_reg_misses=17 "
 			      "fallback_timeout=1 "
 			      "fallback_not_attempted=2\n");
 	ck_assert_uint_eq(n, strlen(buf));

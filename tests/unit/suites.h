@@ -19,6 +19,7 @@
 	X(bulk)            \
 	X(stage)           \
 	X(regcache)        \
+	X(memhook)         \
 	X(vpool)           \
 	X(upgrade)         \
 	X(shm_ring)        \

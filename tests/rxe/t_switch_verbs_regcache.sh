@@ -1,0 +1,58 @@
+#!/bin/bash
+# t_switch_verbs_regcache — READ straight into the application's receive buffer, through the
+# registration cache (docs/verbs-registration.md), and the cache's one promise: no registration
+# outlives the pages it was made of. build/sanregreuse receives 192 KiB rounds over verbs
+# (SANSWITCH_BULK=read) into a buffer that it keeps (the registration is reused: hits), or frees,
+# unmaps, discards or reallocs after each round, or that lives on the stack of a thread that
+# exits after its round (each new buffer, usually at the old address, must be registered anew:
+# misses, no hit), and checks every byte of every round itself. A stale
+# registration would place a round's bytes in pages the buffer no longer has: the comparison
+# fails. The stats line proves the path: verbs_direct_rx_bytes > 0.
+# timeout: 300
+set -u
+# shellcheck source=tests/rxe/switch_lib.sh
+. "$(dirname -- "$0")/switch_lib.sh"
+RR=$BUILD/sanregreuse
+[ -x "$RR" ] || fail "missing $RR (run make)"
+export SANSWITCH_BULK=read
+rounds=12
+
+for mode in keep malloc mmap madvise realloc thread; do
+	start_pf "$mode.srv" pre "$RR" server -a "$addr" --port-file '{PORTFILE}' -r "$rounds"
+	rc=0
+	as_t pre 90 "$RR" client -a "$addr" -p "$SERVER_PORT" -m "$mode" -r "$rounds" \
+		>"$TMP/$mode.cli.out" 2>"$TMP/$mode.cli.err" || rc=$?
+	wait_pid "$SERVER_PID" 30 || rc=$((rc ? rc : 99))
+	if [ "$rc" -ne 0 ] || ! grep -q "^sanregreuse: client ok rounds=$rounds " "$TMP/$mode.cli.out"; then
+		show "$TMP/$mode.cli.out" "$TMP/$mode.cli.err" "$TMP/$mode.srv.out" "$TMP/$mode.srv.err"
+		fail "$mode: the client did not receive every round intact (exit $rc)"
+	fi
+	reused=$(sed -n 's/.* reused=\([0-9]*\).*/\1/p' "$TMP/$mode.cli.out")
+	cl=$(stats_line "$TMP/$mode.cli.err") || exit 1
+	sl=$(stats_line "$TMP/$mode.srv.err") || exit 1
+	for l in "$cl" "$sl"; do
+		[ "$(field "$l" switched_verbs)" -eq 1 ] || fail "$mode: not switched onto verbs: $l"
+	done
+	direct=$(field "$cl" verbs_direct_rx_bytes) || exit 1
+	hits=$(field "$cl" verbs_reg_hits) || exit 1
+	misses=$(field "$cl" verbs_reg_misses) || exit 1
+	[ "$direct" -gt 0 ] || fail "$mode: nothing was READ into the application's buffer: $cl"
+	case $mode in
+	keep)
+		# one registration, then hits for the rounds after
+		[ "$misses" -le 2 ] && [ "$hits" -ge $((rounds / 2)) ] ||
+			fail "$mode: expected the registration reused (hits >= $((rounds / 2)), misses <= 2): $cl"
+		;;
+	*)
+		# every buffer is new memory: a hit would be a registration of the old pages
+		[ "$hits" -eq 0 ] && [ "$misses" -ge 2 ] ||
+			fail "$mode: expected no hit and a registration per round: $cl"
+		# and the test is only worth something if a new buffer took an old one's address
+		# (realloc: grown in place or moved, the old pages change either way)
+		[ "$reused" -ge 1 ] || [ "$mode" = realloc ] ||
+			fail "$mode: no round reused an earlier buffer's address"
+		;;
+	esac
+	log "$mode: $rounds rounds intact; direct $direct bytes, hits $hits, misses $misses, reused addresses $reused"
+done
+log "READ into the application's buffer: registrations reused, never stale"
