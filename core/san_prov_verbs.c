@@ -76,6 +76,7 @@
 #define V_RC_BYTES (64ull << 20)   /* ... and the bytes they may pin, at most */
 #define V_MISS_STREAK 8		   /* misses in a row: fresh buffers, stop registering ... */
 #define V_MISS_PAUSE 64		   /* ... for this many reads (then try again) */
+#define V_AHEAD_MAX 8		   /* READs posted ahead (into the mirror) at most */
 
 /* The compact PROPOSE, ACCEPT and REJECT in the CM's private data (big-endian fields). */
 #define V_PROPOSE_MAGIC 0x53414e50u /* "SANP" */
@@ -157,6 +158,14 @@ struct vconn {
 				       * far: 64-bit, where the wire's ids wrap at 2^32 */
 	uint32_t done_ids[SAN_STAGE_RECS]; /* READ_DONEs we owe the peer, oldest first */
 	uint32_t ndone, done_head;
+	uint32_t bulk_open; /* the peer's bulk transfers in rxr, not yet delivered in full */
+	struct v_ahead {    /* READs posted ahead, in transfer order (docs/verbs.md §4) */
+		uint64_t lo, hi; /* the transfer's rest, in the mirror */
+		uint64_t cookie; /* done once rd_done >= cookie */
+		uint32_t id;
+		bool used;	 /* a receive copied from it (counted) */
+	} ahead[V_AHEAD_MAX];
+	uint32_t nahead;
 	/* ---- READ into the application's buffer (docs/verbs-registration.md) ---- */
 	struct san_regcache *rc;	/* made at the first such READ; NULL before (or if not) */
 	bool rc_off;			/* no cache could be made: always the mirror */
@@ -480,6 +489,47 @@ static int deliver_pair(struct vconn *v, const struct v_held *a, const struct v_
 	return r == -EAGAIN ? -EPROTO : r;
 }
 
+/*
+ * A bulk transfer's pair went into rxr. If the application has not finished the one before it
+ * (it is behind: this one will wait in rxr), READ its rest into the mirror now rather than at
+ * its first look, so that several READs are in flight and the time they take overlaps the
+ * application's reading of the earlier ones. A receiver that keeps up gets nothing posted
+ * ahead: its receive READs the bytes straight into its own buffer when it asks for them.
+ */
+static void read_ahead(struct vconn *v, const struct v_held *first, const struct v_held *second)
+{
+	struct san_sock *s = v->s;
+	const struct san_wire_hdr *h = first->msg;
+	struct san_msg m;
+	uint64_t cookie;
+	int r;
+
+	if (v->bulk_open++ == 0 || v->gone || v->nahead == V_AHEAD_MAX || !s->peer_grant ||
+	    !s->bulk_rx ||
+	    ((h->flags & SAN_DATA_F_MODE_MASK) >> SAN_DATA_F_MODE_SHIFT) != SAN_XMODE_READ)
+		return;
+	/* (the engine checks it again when it reads the pair; a bad one is not read ahead) */
+	if (san_msg_decode(second->msg, second->len, SAN_CHAN_SESSION, second->len, &m) < 0 ||
+	    m.type != SAN_T_SRC_AVAIL || m.u.src_avail.addr > V_BULK ||
+	    m.u.src_avail.len > V_BULK - m.u.src_avail.addr)
+		return;
+	cookie = v->rd_seq + 1;
+	r = san_verbs_read(v->c, &v->area, V_BULK + m.u.src_avail.addr,
+			   s->peer_bulk_addr + m.u.src_avail.addr, s->peer_bulk_key,
+			   m.u.src_avail.len, cookie);
+	if (r == -EAGAIN)
+		return; /* every RDMA slot busy: its first look reads it */
+	if (r < 0) {
+		v_down(v, r);
+		return;
+	}
+	v->rd_seq = cookie;
+	v->ahead[v->nahead++] = (struct v_ahead){ .lo = m.u.src_avail.addr,
+						  .hi = m.u.src_avail.addr + m.u.src_avail.len,
+						  .cookie = cookie,
+						  .id = m.u.src_avail.xfer_id };
+}
+
 /* Move held receives into rxr while it has room; arm for the rest. */
 static void refill(struct vconn *v)
 {
@@ -504,6 +554,8 @@ static void refill(struct vconn *v)
 			v->fail = true;
 			return;
 		}
+		if (pair)
+			read_ahead(v, h, h2);
 		for (int i = pair ? 2 : 1; i > 0; i--) {
 			(void)san_verbs_release(v->c, v->held[v->hhead].slot);
 			v->hhead = (v->hhead + 1) % V_NRECV;
@@ -1096,24 +1148,39 @@ static void v_read_abandon(struct vconn *v, uint64_t cookie)
 }
 
 /*
- * READ len bytes at off of the peer's area into local at loff, synchronously. 0 only if that
- * READ completed successfully; -ECONNRESET otherwise (the caller resets the connection if it is
- * not already). Either way the READ is over when this returns.
+ * Wait for the READ with this cookie (posted: READs complete in the order they were posted, so
+ * it is done once rd_done reaches it). 0 only if it completed successfully; -ECONNRESET
+ * otherwise (the caller resets the connection if it is not already). Either way the READ is
+ * over when this returns.
  */
+static int v_read_wait(struct vconn *v, uint64_t cookie, struct timespec *until, long *nap)
+{
+	struct san_sock *s = v->s;
+
+	while (v->rd_done < cookie && !s->err)
+		if (v_rdma_wait(v, until, nap) < 0)
+			break;
+	if (v->rd_done < cookie)
+		v_read_abandon(v, cookie);
+	/* (a failed or flushed READ completes too: its bytes are not there) */
+	return v->rd_done < cookie || v->rd_failed || v->gone || s->err ? -ECONNRESET : 0;
+}
+
+/* READ len bytes at off of the peer's area into local at loff, synchronously: v_read_wait. */
 static int v_read_sync(struct vconn *v, const struct san_verbs_region *local, size_t loff,
 		       uint64_t off, size_t len)
 {
 	struct san_sock *s = v->s;
 	struct timespec until;
 	long nap = 20000;
-	uint64_t cookie = ++v->rd_seq;
 	int r;
 
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += V_READ_MAX_S;
 	for (;;) {
+		/* (the cookie is taken at the post: waiting may post READs ahead meanwhile) */
 		r = san_verbs_read(v->c, local, loff, s->peer_bulk_addr + off, s->peer_bulk_key,
-				   len, cookie);
+				   len, v->rd_seq + 1);
 		if (r != -EAGAIN)
 			break;
 		if (v_rdma_wait(v, &until, &nap) < 0) /* every RDMA slot busy: one must finish */
@@ -1123,13 +1190,33 @@ static int v_read_sync(struct vconn *v, const struct san_verbs_region *local, si
 		v_down(v, r);
 		return -ECONNRESET;
 	}
-	while (v->rd_done < cookie && !s->err)
-		if (v_rdma_wait(v, &until, &nap) < 0)
+	return v_read_wait(v, ++v->rd_seq, &until, &nap);
+}
+
+/*
+ * Wait for the READ posted ahead for the transfer whose rest ends at end, if there is one
+ * covering off: 1 (its bytes are in the mirror), 0 (none), -ECONNRESET.
+ */
+static int v_ahead_wait(struct vconn *v, uint64_t off, uint64_t end)
+{
+	struct timespec until;
+	long nap = 20000;
+	uint32_t i;
+
+	for (i = 0; i < v->nahead; i++)
+		if (v->ahead[i].hi == end && v->ahead[i].lo <= off)
 			break;
-	if (v->rd_done < cookie)
-		v_read_abandon(v, cookie);
-	/* (a failed or flushed READ completes too: its bytes are not there) */
-	return v->rd_done < cookie || v->rd_failed || v->gone || s->err ? -ECONNRESET : 0;
+	if (i == v->nahead)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += V_READ_MAX_S;
+	if (v_read_wait(v, v->ahead[i].cookie, &until, &nap) < 0)
+		return -ECONNRESET;
+	if (!v->ahead[i].used) {
+		v->ahead[i].used = true;
+		san_stats_add(SAN_STAT_VAHEAD_RX_BYTES, v->ahead[i].hi - v->ahead[i].lo);
+	}
+	return 1;
 }
 
 /* READ [off, end) of the peer's area into our mirror. 0 or -ECONNRESET. */
@@ -1327,6 +1414,7 @@ static int v_bulk_copy(struct san_sock *s, bool read, bool peek, uint64_t off, u
 
 	if (read && !(v && off >= v->fetch_lo && off + n <= v->fetch_hi)) {
 		void *dst;
+		int ahead;
 
 		if (!v || !v->c || v->gone || !s->peer_grant) {
 			/* no transport to read with, or an SRC_AVAIL before the peer's area's key */
@@ -1335,15 +1423,19 @@ static int v_bulk_copy(struct san_sock *s, bool read, bool peek, uint64_t off, u
 						      v && !v->gone ? SAN_R_PROTOCOL : SAN_R_CHANNEL);
 			return -ECONNRESET;
 		}
+		ahead = v_ahead_wait(v, off, end);
+		if (ahead < 0)
+			return ahead;
 		/* (a peek reads into the mirror: the receive after it copies from there) */
-		dst = peek ? NULL : v_direct_dst(v, iov, iovcnt, at, n);
+		dst = ahead || peek ? NULL : v_direct_dst(v, iov, iovcnt, at, n);
 		if (dst) {
 			int r = v_read_direct(v, off, dst, n);
 
 			if (r == 0 || r == -ECONNRESET)
 				return r;
+			/* (not registered: the mirror serves) */
 		}
-		if (v_fetch(v, off, end) < 0)
+		if (!ahead && v_fetch(v, off, end) < 0)
 			return -ECONNRESET;
 	}
 	san_conn_iov_copy(iov, iovcnt, at, s->bulk_rx + off, n, true);
@@ -1418,7 +1510,16 @@ static void v_xfer_done(struct san_sock *s, uint32_t id)
 	if (!v)
 		return;
 	v->fetch_lo = v->fetch_hi = 0; /* the next transfer may use these offsets */
-
+	if (v->bulk_open)
+		v->bulk_open--;
+	for (uint32_t i = 0; i < v->nahead; i++)
+		if (v->ahead[i].id == id) {
+			/* (done: the transfer's bytes were all delivered, so they were waited for) */
+			memmove(&v->ahead[i], &v->ahead[i + 1],
+				(v->nahead - i - 1) * sizeof(v->ahead[0]));
+			v->nahead--;
+			break;
+		}
 	if (v->ndone == SAN_STAGE_RECS) {
 		/* more transfers open than the sender may have: it broke the rules */
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);

@@ -81,6 +81,7 @@ static const char *const san_stat_names[SAN_STAT_NR] = {
 	[SAN_STAT_VDIRECT_RX_BYTES] = "verbs_direct_rx_bytes",
 	[SAN_STAT_VREG_HITS] = "verbs_reg_hits",
 	[SAN_STAT_VREG_MISSES] = "verbs_reg_misses",
+	[SAN_STAT_VAHEAD_RX_BYTES] = "verbs_ahead_rx_bytes",
 };
 /* clang-format on */
 

@@ -37,6 +37,8 @@ enum san_stat {
 					 * application's receive buffer (verbs) */
 	SAN_STAT_VREG_HITS = 15,	/* ... whose registration the cache already had */
 	SAN_STAT_VREG_MISSES = 16,	/* ... that had to be registered (or could not be) */
+	SAN_STAT_VAHEAD_RX_BYTES = 17,	/* of san_rx_bytes, READ into the mirror ahead of the
+					 * application's look (it was behind) */
 	SAN_STAT_NR,
 };
 

@@ -54,10 +54,10 @@ static void *mem_real(void *_Atomic *slot, const char *name)
 	return fn;
 }
 
-#define MEM_REAL(type, name)                                         \
-	({                                                           \
-		static void *_Atomic slot_##name;                    \
-		(type)mem_real(&slot_##name, #name);                 \
+#define MEM_REAL(type, name)                          \
+	({                                            \
+		static void *_Atomic slot_##name;     \
+		(type) mem_real(&slot_##name, #name); \
 	})
 
 /* Heap memory: the allocator unmaps, trims and discards with its own, unseen system calls. */

@@ -7,7 +7,10 @@
 # exits after its round (each new buffer, usually at the old address, must be registered anew:
 # misses, no hit), and checks every byte of every round itself. A stale
 # registration would place a round's bytes in pages the buffer no longer has: the comparison
-# fails. The stats line proves the path: verbs_direct_rx_bytes > 0.
+# fails. The stats line proves the path: verbs_direct_rx_bytes > 0. Last, a receiver that is
+# behind (it starts reading a second after the sender sent everything): the rounds waiting behind
+# the first are READ ahead into the mirror (verbs_ahead_rx_bytes > 0), every byte still checked.
+# And a receiver whose RLIMIT_MEMLOCK leaves no room to register its buffer: the mirror serves.
 # timeout: 300
 set -u
 # shellcheck source=tests/rxe/switch_lib.sh
@@ -17,8 +20,10 @@ RR=$BUILD/sanregreuse
 export SANSWITCH_BULK=read
 rounds=12
 
-for mode in keep malloc mmap madvise realloc thread; do
-	start_pf "$mode.srv" pre "$RR" server -a "$addr" --port-file '{PORTFILE}' -r "$rounds"
+for mode in keep malloc mmap madvise realloc thread burst; do
+	sargs=()
+	[ "$mode" = burst ] && sargs=(--burst)
+	start_pf "$mode.srv" pre "$RR" server -a "$addr" --port-file '{PORTFILE}' -r "$rounds" "${sargs[@]}"
 	rc=0
 	as_t pre 90 "$RR" client -a "$addr" -p "$SERVER_PORT" -m "$mode" -r "$rounds" \
 		>"$TMP/$mode.cli.out" 2>"$TMP/$mode.cli.err" || rc=$?
@@ -36,8 +41,13 @@ for mode in keep malloc mmap madvise realloc thread; do
 	direct=$(field "$cl" verbs_direct_rx_bytes) || exit 1
 	hits=$(field "$cl" verbs_reg_hits) || exit 1
 	misses=$(field "$cl" verbs_reg_misses) || exit 1
+	ahead=$(field "$cl" verbs_ahead_rx_bytes) || exit 1
 	[ "$direct" -gt 0 ] || fail "$mode: nothing was READ into the application's buffer: $cl"
 	case $mode in
+	burst)
+		# rounds that waited behind an unread one were READ ahead; the first was not
+		[ "$ahead" -gt 0 ] || fail "$mode: nothing was READ ahead of a receiver that was behind: $cl"
+		;;
 	keep)
 		# one registration, then hits for the rounds after
 		[ "$misses" -le 2 ] && [ "$hits" -ge $((rounds / 2)) ] ||
@@ -53,6 +63,28 @@ for mode in keep malloc mmap madvise realloc thread; do
 			fail "$mode: no round reused an earlier buffer's address"
 		;;
 	esac
-	log "$mode: $rounds rounds intact; direct $direct bytes, hits $hits, misses $misses, reused addresses $reused"
+	log "$mode: $rounds rounds intact; direct $direct bytes, ahead $ahead, hits $hits, misses $misses, reused addresses $reused"
 done
+# ---- RLIMIT_MEMLOCK (without CAP_IPC_LOCK) that admits the connection's slots and bulk area
+# (1542 + 2048 KiB) but not a 192 KiB receive buffer: every lookup fails (ibv_reg_mr: ENOMEM),
+# and the receives go through the mirror, READ by READ, every byte still right.
+if command -v setpriv >/dev/null 2>&1; then
+	start_pf memlock.srv pre "$RR" server -a "$addr" --port-file '{PORTFILE}' -r "$rounds"
+	rc=0
+	as_t pre 90 setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock prlimit --memlock=$((3700 * 1024)) \
+		"$RR" client -a "$addr" -p "$SERVER_PORT" -m keep -r "$rounds" \
+		>"$TMP/memlock.cli.out" 2>"$TMP/memlock.cli.err" || rc=$?
+	wait_pid "$SERVER_PID" 30 || rc=$((rc ? rc : 99))
+	if [ "$rc" -ne 0 ] || ! grep -q "^sanregreuse: client ok rounds=$rounds " "$TMP/memlock.cli.out"; then
+		show "$TMP/memlock.cli.out" "$TMP/memlock.cli.err" "$TMP/memlock.srv.err"
+		fail "memlock: the client did not receive every round intact (exit $rc)"
+	fi
+	cl=$(stats_line "$TMP/memlock.cli.err") || exit 1
+	sl=$(stats_line "$TMP/memlock.srv.err") || exit 1
+	[ "$(field "$sl" read_tx_bytes)" -gt 0 ] ||
+		fail "memlock: the client's area was not registered (no READ transfers): $sl"
+	[ "$(field "$cl" verbs_direct_rx_bytes)" -eq 0 ] && [ "$(field "$cl" verbs_reg_misses)" -gt 0 ] ||
+		fail "memlock: expected every registration refused and no direct READ: $cl"
+	log "memlock 3700 KiB: area registered, receive buffers not: by the mirror, $rounds rounds intact"
+fi
 log "READ into the application's buffer: registrations reused, never stale"

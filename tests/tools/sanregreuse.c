@@ -19,6 +19,9 @@
  *            glibc moves or grows it with its own, unseen mremap
  *   thread   a new thread per round receives into a buffer on its stack and exits: glibc
  *            gives the next thread the same stack, its pages discarded by an unseen madvise
+ *   burst    one buffer; after the client's first byte the server sends every round at once
+ *            (run it with --burst) and the client starts reading only a second later, so
+ *            rounds wait in its receive queue (the verbs provider then READs them ahead)
  *
  * A registration that outlived its pages would send the next round's bytes into the old pages:
  * the buffer would read as zeros, and the comparison fails. The client prints how many rounds
@@ -47,9 +50,10 @@ static void die(const char *what)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: sanregreuse server -a ADDR --port-file F [-r ROUNDS] [-n SIZE]\n"
+	fprintf(stderr, "usage: sanregreuse server -a ADDR --port-file F [--burst] [-r ROUNDS] "
+			"[-n SIZE]\n"
 			"       sanregreuse client -a ADDR -p PORT -m "
-			"keep|malloc|mmap|madvise|realloc|thread "
+			"keep|malloc|mmap|madvise|realloc|thread|burst "
 			"[-r ROUNDS] [-n SIZE]\n");
 	exit(2);
 }
@@ -92,7 +96,8 @@ static void recv_all(int fd, uint8_t *p, size_t n)
 		if (k < 0)
 			die("recv");
 		if (k == 0) {
-			fprintf(stderr, "sanregreuse: EOF with %zu bytes of the round missing\n", n);
+			fprintf(stderr, "sanregreuse: EOF with %zu bytes of the round missing\n",
+				n);
 			exit(1);
 		}
 		p += k;
@@ -100,7 +105,8 @@ static void recv_all(int fd, uint8_t *p, size_t n)
 	}
 }
 
-static int server(const char *addr, const char *port_file, unsigned int rounds, size_t size)
+static int server(const char *addr, const char *port_file, bool burst, unsigned int rounds,
+		  size_t size)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sin);
@@ -122,7 +128,8 @@ static int server(const char *addr, const char *port_file, unsigned int rounds, 
 	if (c < 0)
 		die("accept");
 	for (unsigned int r = 0; r < rounds; r++) {
-		recv_all(c, &go, 1);
+		if (!burst || r == 0)
+			recv_all(c, &go, 1);
 		pattern(buf, size, r);
 		send_all(c, buf, size);
 	}
@@ -147,7 +154,8 @@ static void round_recv(struct round *rd)
 	uint8_t go = 1, *p = rd->buf;
 
 	memset(p, 0xa5, rd->size); /* touched: mapped pages, and no leftover of the last round */
-	send_all(rd->fd, &go, 1);
+	if (strcmp(rd->mode, "burst"))
+		send_all(rd->fd, &go, 1);
 	recv_all(rd->fd, p, rd->size);
 	pattern(rd->want, rd->size, rd->r);
 	for (size_t i = 0; i < rd->size; i++)
@@ -183,7 +191,7 @@ static uint8_t *get_buf(const char *mode, size_t size, uint8_t *kept, unsigned i
 	}
 	if (!strcmp(mode, "realloc"))
 		return realloc(kept, size + (size_t)r * 4096);
-	return kept; /* keep, madvise */
+	return kept; /* keep, madvise, burst */
 }
 
 static void put_buf(const char *mode, uint8_t *p, size_t size)
@@ -210,7 +218,7 @@ static int client(const char *addr, int port, const char *mode, unsigned int rou
 	if (!strcmp(mode, "malloc") || !strcmp(mode, "realloc")) {
 		if (!mallopt(M_MMAP_THRESHOLD, 64 * 1024))
 			die("mallopt");
-	} else if (!strcmp(mode, "keep") || !strcmp(mode, "madvise")) {
+	} else if (!strcmp(mode, "keep") || !strcmp(mode, "madvise") || !strcmp(mode, "burst")) {
 		kept = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (kept == MAP_FAILED)
 			die("mmap");
@@ -223,6 +231,12 @@ static int client(const char *addr, int port, const char *mode, unsigned int rou
 	c = socket(AF_INET, SOCK_STREAM, 0);
 	if (c < 0 || connect(c, (struct sockaddr *)&sin, sizeof(sin)))
 		die("connect");
+	if (!strcmp(mode, "burst")) {
+		uint8_t go = 1;
+
+		send_all(c, &go, 1); /* (the first data call: the connection switches here) */
+		sleep(1); /* the rounds pile up meanwhile (as many as the sender may have out) */
+	}
 	for (unsigned int r = 0; r < rounds; r++) {
 		struct round rd = { .fd = c, .r = r, .size = size, .mode = mode, .want = want };
 		pthread_t t;
@@ -255,6 +269,7 @@ static int client(const char *addr, int port, const char *mode, unsigned int rou
 int main(int argc, char **argv)
 {
 	const char *addr = NULL, *port_file = NULL, *mode = NULL;
+	bool burst = false;
 	unsigned int rounds = 12;
 	size_t size = 192 * 1024;
 	int port = 0;
@@ -264,6 +279,10 @@ int main(int argc, char **argv)
 	for (int i = 2; i < argc; i++) {
 		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
+		if (!strcmp(o, "--burst")) {
+			burst = true;
+			continue;
+		}
 		if (!v)
 			usage();
 		if (!strcmp(o, "-a"))
@@ -285,7 +304,7 @@ int main(int argc, char **argv)
 	if (!addr || !rounds || size < 1)
 		usage();
 	if (!strcmp(argv[1], "server") && port_file)
-		return server(addr, port_file, rounds, size);
+		return server(addr, port_file, burst, rounds, size);
 	if (!strcmp(argv[1], "client") && port > 0 && mode)
 		return client(addr, port, mode, rounds, size);
 	usage();

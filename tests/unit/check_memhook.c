@@ -14,7 +14,7 @@
  * tests call it as they would.
  */
 #define PG 4096u
-#define AT(n) ((void *)(uintptr_t)(0x20000000u + (n) * PG))
+#define AT(n) ((void *)(uintptr_t)(0x20000000u + (n)*PG))
 
 struct fake {
 	int regs, deregs;
@@ -47,7 +47,9 @@ static void fake_dereg(void *ctx, const struct san_reg *reg)
 static struct san_regcache *make_cache(struct fake *f)
 {
 	struct san_regcache_ops ops = { .reg = fake_reg, .dereg = fake_dereg, .ctx = f };
-	struct san_regcache_limits lim = { .max_entries = 8, .max_bytes = 1u << 20, .page_size = PG };
+	struct san_regcache_limits lim = { .max_entries = 8,
+					   .max_bytes = 1u << 20,
+					   .page_size = PG };
 	struct san_regcache *rc = NULL;
 
 	ck_assert_int_eq(san_regcache_create(&ops, &lim, &rc), 0);
@@ -202,7 +204,7 @@ START_TEST(test_thread_stack_reported)
 	ck_assert_int_eq(pthread_join(t, &ret), 0);
 	ck_assert_ptr_null(ret);
 	ck_assert_int_eq(f1.regs, 1);
-	ck_assert_int_eq(f1.deregs, 1); /* the thread's exit took it out */
+	ck_assert_int_eq(f1.deregs, 1);	      /* the thread's exit took it out */
 	ck_assert(san_memhook_watch_stack()); /* the main thread: nothing to watch, fine */
 	san_memhook_del(stack_rc);
 	san_regcache_destroy(stack_rc);

@@ -68,7 +68,9 @@ for d in 0 2 10; do
 					fi
 					switched "$l" && [ "$(field "$l" read_tx_bytes)" -gt 0 ] ||
 						pair_fail "delay $d ms: client not on verbs by READ: $l"
-					msg="switch $rate Mbit/s = $(awk -v a="$rate" -v b="$krate" 'BEGIN { printf "%.2f", a / b }') of kernel, crc32 as kernel"
+					ahead=$(field "$l" verbs_ahead_rx_bytes) || pair_fail "no verbs_ahead_rx_bytes"
+					direct=$(field "$l" verbs_direct_rx_bytes) || pair_fail "no verbs_direct_rx_bytes"
+					msg="switch $rate Mbit/s = $(awk -v a="$rate" -v b="$krate" 'BEGIN { printf "%.2f", a / b }') of kernel, crc32 as kernel (client received $((ahead >> 10)) KiB read ahead, $((direct >> 10)) KiB straight into its buffer)"
 				fi
 				put "done.$i" "$msg"
 				log "delay $d ms, $mode: $msg"
