@@ -17,6 +17,7 @@ const struct san_config san_config_defaults = {
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
 	.direct = 1,
+	.read_ahead = 0,
 };
 
 /* Statically the defaults: code that runs before init (or in the unit runner) sees them. */
@@ -29,6 +30,7 @@ struct san_config san_cfg = {
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
 	.direct = 1,
+	.read_ahead = 0,
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -288,6 +290,11 @@ int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx)
 		san_config_reject(err, "SANSWITCH_DIRECT", s, "0|1", "1");
 		bad++;
 	}
+	if ((s = san_config_get(get, ctx, "SANSWITCH_READ_AHEAD")) &&
+	    (err = san_config_parse_uint(s, SAN_CFG_READ_AHEAD_MAX, &cfg->read_ahead))) {
+		san_config_reject(err, "SANSWITCH_READ_AHEAD", s, "0..8", "0");
+		bad++;
+	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_PROVIDER")) &&
 	    (err = san_config_parse_provider(s, &cfg->provider))) {
 		san_config_reject(err, "SANSWITCH_PROVIDER", s, "auto|shm|verbs|none", "auto");
@@ -339,8 +346,10 @@ void san_config_init(void)
 		/* A warning, not info: a forgotten test switch must not go unnoticed. */
 		san_warn("SANSWITCH_FAULT: injecting %s (a testing switch)", list);
 	}
-	san_debug("config: bulk=%s inline_max=%u spin_us=%u direct=%u provider=%s stats=%s",
+	san_debug("config: bulk=%s inline_max=%u spin_us=%u direct=%u read_ahead=%u provider=%s "
+		  "stats=%s",
 		  san_cfg_bulk_name(san_cfg.bulk), san_cfg.inline_max, san_cfg.spin_us, san_cfg.direct,
+		  san_cfg.read_ahead,
 		  san_cfg_provider_name(san_cfg.provider),
 		  san_cfg.stats == SAN_CFG_STATS_OFF	 ? "off"
 		  : san_cfg.stats == SAN_CFG_STATS_PRINT ? "live+line"

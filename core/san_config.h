@@ -69,7 +69,11 @@ struct san_config {
 	enum san_cfg_stats stats;	/* SANSWITCH_STATS */
 	uint32_t faults;		/* SANSWITCH_FAULT: SAN_FAULT_BIT()s */
 	uint32_t direct;		/* SANSWITCH_DIRECT: direct grants (1, the default) or not */
+	uint32_t read_ahead;		/* SANSWITCH_READ_AHEAD: verbs READs posted ahead, at most */
 };
+
+/* SANSWITCH_READ_AHEAD: 0 (the default: measured slower on the links we have, docs/verbs.md) */
+#define SAN_CFG_READ_AHEAD_MAX 8
 
 extern struct san_config san_cfg;
 

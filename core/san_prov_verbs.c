@@ -76,7 +76,7 @@
 #define V_RC_BYTES (64ull << 20)   /* ... and the bytes they may pin, at most */
 #define V_MISS_STREAK 8		   /* misses in a row: fresh buffers, stop registering ... */
 #define V_MISS_PAUSE 64		   /* ... for this many reads (then try again) */
-#define V_AHEAD_MAX 8		   /* READs posted ahead (into the mirror) at most */
+#define V_AHEAD_MAX SAN_CFG_READ_AHEAD_MAX /* READs posted ahead (SANSWITCH_READ_AHEAD) */
 
 /* The compact PROPOSE, ACCEPT and REJECT in the CM's private data (big-endian fields). */
 #define V_PROPOSE_MAGIC 0x53414e50u /* "SANP" */
@@ -495,6 +495,8 @@ static int deliver_pair(struct vconn *v, const struct v_held *a, const struct v_
  * its first look, so that several READs are in flight and the time they take overlaps the
  * application's reading of the earlier ones. A receiver that keeps up gets nothing posted
  * ahead: its receive READs the bytes straight into its own buffer when it asks for them.
+ * Off unless SANSWITCH_READ_AHEAD says how many: on the links measured so far it cost more than
+ * it saved (docs/verbs.md §4, "Read ahead").
  */
 static void read_ahead(struct vconn *v, const struct v_held *first, const struct v_held *second)
 {
@@ -504,7 +506,7 @@ static void read_ahead(struct vconn *v, const struct v_held *first, const struct
 	uint64_t cookie;
 	int r;
 
-	if (v->bulk_open++ == 0 || v->gone || v->nahead == V_AHEAD_MAX || !s->peer_grant ||
+	if (v->bulk_open++ == 0 || v->gone || v->nahead >= san_cfg.read_ahead || !s->peer_grant ||
 	    !s->bulk_rx ||
 	    ((h->flags & SAN_DATA_F_MODE_MASK) >> SAN_DATA_F_MODE_SHIFT) != SAN_XMODE_READ)
 		return;

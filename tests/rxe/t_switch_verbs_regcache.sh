@@ -8,8 +8,9 @@
 # misses, no hit), and checks every byte of every round itself. A stale
 # registration would place a round's bytes in pages the buffer no longer has: the comparison
 # fails. The stats line proves the path: verbs_direct_rx_bytes > 0. Last, a receiver that is
-# behind (it starts reading a second after the sender sent everything): the rounds waiting behind
-# the first are READ ahead into the mirror (verbs_ahead_rx_bytes > 0), every byte still checked.
+# behind (it starts reading a second after the sender sent everything), SANSWITCH_READ_AHEAD=8:
+# the rounds waiting behind the first are READ ahead into the mirror (verbs_ahead_rx_bytes > 0),
+# every byte still checked.
 # And a receiver whose RLIMIT_MEMLOCK leaves no room to register its buffer: the mirror serves.
 # timeout: 300
 set -u
@@ -23,6 +24,8 @@ rounds=12
 for mode in keep malloc mmap madvise realloc thread burst; do
 	sargs=()
 	[ "$mode" = burst ] && sargs=(--burst)
+	# (read ahead is off by default; the burst case turns it on at both ends)
+	if [ "$mode" = burst ]; then export SANSWITCH_READ_AHEAD=8; else unset SANSWITCH_READ_AHEAD; fi
 	start_pf "$mode.srv" pre "$RR" server -a "$addr" --port-file '{PORTFILE}' -r "$rounds" "${sargs[@]}"
 	rc=0
 	as_t pre 90 "$RR" client -a "$addr" -p "$SERVER_PORT" -m "$mode" -r "$rounds" \
@@ -43,6 +46,7 @@ for mode in keep malloc mmap madvise realloc thread burst; do
 	misses=$(field "$cl" verbs_reg_misses) || exit 1
 	ahead=$(field "$cl" verbs_ahead_rx_bytes) || exit 1
 	[ "$direct" -gt 0 ] || fail "$mode: nothing was READ into the application's buffer: $cl"
+	[ "$mode" = burst ] || [ "$ahead" -eq 0 ] || fail "$mode: READ ahead without SANSWITCH_READ_AHEAD: $cl"
 	case $mode in
 	burst)
 		# rounds that waited behind an unread one were READ ahead; the first was not

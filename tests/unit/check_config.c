@@ -34,7 +34,7 @@ static int cfg_eq(const struct san_config *a, const struct san_config *b)
 {
 	return a->disable == b->disable && a->bulk == b->bulk && a->inline_max == b->inline_max &&
 	       a->spin_us == b->spin_us && a->provider == b->provider && a->stats == b->stats &&
-	       a->faults == b->faults;
+	       a->faults == b->faults && a->direct == b->direct && a->read_ahead == b->read_ahead;
 }
 
 /* Warnings are the subject of one case only; the others keep stderr quiet. */
@@ -91,7 +91,17 @@ END_TEST
 
 /* ---- one variable at a time -------------------------------------------------- */
 
-enum field { F_DISABLE, F_BULK, F_INLINE, F_SPIN, F_PROVIDER, F_STATS, F_FAULTS, F_DIRECT };
+enum field {
+	F_DISABLE,
+	F_BULK,
+	F_INLINE,
+	F_SPIN,
+	F_PROVIDER,
+	F_STATS,
+	F_FAULTS,
+	F_DIRECT,
+	F_AHEAD
+};
 
 static const struct {
 	const char *var, *value;
@@ -133,6 +143,10 @@ static const struct {
 	{ "SANSWITCH_DIRECT", "1", F_DIRECT, 0, 1 },
 	{ "SANSWITCH_DIRECT", "2", F_DIRECT, 1, 1 },
 	{ "SANSWITCH_DIRECT", "on", F_DIRECT, 1, 1 },
+	{ "SANSWITCH_READ_AHEAD", "0", F_AHEAD, 0, 0 },
+	{ "SANSWITCH_READ_AHEAD", "8", F_AHEAD, 0, 8 },
+	{ "SANSWITCH_READ_AHEAD", "9", F_AHEAD, 1, 0 },
+	{ "SANSWITCH_READ_AHEAD", "two", F_AHEAD, 1, 0 },
 	{ "SANSWITCH_SPIN_US", "0", F_SPIN, 0, 0 },
 	{ "SANSWITCH_SPIN_US", "250", F_SPIN, 0, 250 },
 	{ "SANSWITCH_SPIN_US", "1000000", F_SPIN, 0, 1000000 },
@@ -183,6 +197,8 @@ static uint32_t field_of(const struct san_config *c, enum field f)
 		return c->faults;
 	case F_DIRECT:
 		return c->direct;
+	case F_AHEAD:
+		return c->read_ahead;
 	}
 	return ~0u;
 }
@@ -224,6 +240,9 @@ START_TEST(test_variable)
 		break;
 	case F_DIRECT:
 		d.direct = san_config_defaults.direct;
+		break;
+	case F_AHEAD:
+		d.read_ahead = san_config_defaults.read_ahead;
 		break;
 	}
 	ck_assert(cfg_eq(&d, &san_config_defaults));
