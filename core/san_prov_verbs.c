@@ -464,11 +464,19 @@ static int deliver(struct vconn *v, const void *msg, uint32_t len)
  * above all) that saw the first alone would return its one byte where TCP returns what was
  * sent. So it waits in its slot for the second, and the two go into rxr at once.
  */
+/* The transfer mode a DATA header's flags name (header bytes only: the engine validates). */
+static unsigned int data_mode(const void *msg)
+{
+	const struct san_wire_hdr *h = msg;
+
+	return (h->flags & SAN_DATA_F_MODE_MASK) >> SAN_DATA_F_MODE_SHIFT;
+}
+
 static bool bulk_first(const void *msg)
 {
 	/* header bytes only (every message is looked at here): the engine validates the rest */
 	const struct san_wire_hdr *h = msg;
-	unsigned int mode = (h->flags & SAN_DATA_F_MODE_MASK) >> SAN_DATA_F_MODE_SHIFT;
+	unsigned int mode = data_mode(msg);
 
 	return h->type == SAN_T_DATA && (h->flags & SAN_DATA_F_FIRST) &&
 	       (mode == SAN_XMODE_READ || mode == SAN_XMODE_GRANT);
@@ -501,14 +509,13 @@ static int deliver_pair(struct vconn *v, const struct v_held *a, const struct v_
 static void read_ahead(struct vconn *v, const struct v_held *first, const struct v_held *second)
 {
 	struct san_sock *s = v->s;
-	const struct san_wire_hdr *h = first->msg;
+	bool behind = v->bulk_open++ > 0; /* (counted whatever follows: v_xfer_done uncounts) */
 	struct san_msg m;
 	uint64_t cookie;
 	int r;
 
-	if (v->bulk_open++ == 0 || v->gone || v->nahead >= san_cfg.read_ahead || !s->peer_grant ||
-	    !s->bulk_rx ||
-	    ((h->flags & SAN_DATA_F_MODE_MASK) >> SAN_DATA_F_MODE_SHIFT) != SAN_XMODE_READ)
+	if (!behind || v->gone || v->nahead >= san_cfg.read_ahead || !s->peer_grant ||
+	    !s->bulk_rx || data_mode(first->msg) != SAN_XMODE_READ)
 		return;
 	/* (the engine checks it again when it reads the pair; a bad one is not read ahead) */
 	if (san_msg_decode(second->msg, second->len, SAN_CHAN_SESSION, second->len, &m) < 0 ||
@@ -1082,6 +1089,30 @@ static void v_bulk_setup(struct vconn *v)
 	san_verbs_set_rdma_cb(v->c, v_rdma_done, v);
 }
 
+/* A wait's deadline: secs from now (CLOCK_MONOTONIC). */
+static void v_deadline(struct timespec *until, int secs)
+{
+	clock_gettime(CLOCK_MONOTONIC, until);
+	until->tv_sec += secs;
+}
+
+/* Sleep *nap_ns and double it (up to 1 ms) for next time; false, without sleeping, once until
+ * has passed. */
+static bool v_nap(const struct timespec *until, long *nap_ns)
+{
+	struct timespec now, nap;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (now.tv_sec > until->tv_sec ||
+	    (now.tv_sec == until->tv_sec && now.tv_nsec >= until->tv_nsec))
+		return false;
+	nap = (struct timespec){ 0, *nap_ns };
+	(void)nanosleep(&nap, NULL);
+	if (*nap_ns < 1000000)
+		*nap_ns *= 2;
+	return true;
+}
+
 /*
  * An application thread waits for an RDMA completion (lock held): poll the CQ, handling what
  * else comes as spin_poll does, and sleep a little between looks (20 us, doubling up to 1 ms)
@@ -1090,7 +1121,6 @@ static void v_bulk_setup(struct vconn *v)
  */
 static int v_rdma_wait(struct vconn *v, const struct timespec *until, long *nap_ns)
 {
-	struct timespec now, nap;
 	int r = v_poll_here(v);
 
 	if (r < 0)
@@ -1099,18 +1129,12 @@ static int v_rdma_wait(struct vconn *v, const struct timespec *until, long *nap_
 		*nap_ns = 20000;
 		return 0;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (now.tv_sec > until->tv_sec ||
-	    (now.tv_sec == until->tv_sec && now.tv_nsec >= until->tv_nsec)) {
+	if (!v_nap(until, nap_ns)) {
 		san_warn("fd %d: verbs: an RDMA READ did not complete in %d s: resetting",
 			 v->s->fd, V_READ_MAX_S);
 		san_sock_reset_locked(v->s, -ECONNRESET, SAN_R_CHANNEL);
 		return -ECONNRESET;
 	}
-	nap = (struct timespec){ 0, *nap_ns };
-	(void)nanosleep(&nap, NULL);
-	if (*nap_ns < 1000000)
-		*nap_ns *= 2;
 	return 0;
 }
 
@@ -1126,26 +1150,17 @@ static void v_read_abandon(struct vconn *v, uint64_t cookie)
 	long nap = 20000;
 
 	san_verbs_kill(v->c);
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += V_KILL_WAIT_S;
-	while (v->rd_done < cookie) {
-		struct timespec now, t;
-
+	v_deadline(&until, V_KILL_WAIT_S);
+	for (;;) {
 		(void)v_poll_here(v); /* (-ECONNRESET from now on; it still drains the CQ) */
 		if (v->rd_done >= cookie)
-			break;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec > until.tv_sec ||
-		    (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec)) {
+			return;
+		if (!v_nap(&until, &nap)) {
 			san_err("fd %d: verbs: a READ's completion never came after the QP was "
-				  "broken: the device may still write into the buffer it was given",
-				  v->s->fd);
+				"broken: the device may still write into the buffer it was given",
+				v->s->fd);
 			return;
 		}
-		t = (struct timespec){ 0, nap };
-		(void)nanosleep(&t, NULL);
-		if (nap < 1000000)
-			nap *= 2;
 	}
 }
 
@@ -1177,8 +1192,7 @@ static int v_read_sync(struct vconn *v, const struct san_verbs_region *local, si
 	long nap = 20000;
 	int r;
 
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += V_READ_MAX_S;
+	v_deadline(&until, V_READ_MAX_S);
 	for (;;) {
 		/* (the cookie is taken at the post: waiting may post READs ahead meanwhile) */
 		r = san_verbs_read(v->c, local, loff, s->peer_bulk_addr + off, s->peer_bulk_key,
@@ -1210,8 +1224,7 @@ static int v_ahead_wait(struct vconn *v, uint64_t off, uint64_t end)
 			break;
 	if (i == v->nahead)
 		return 0;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += V_READ_MAX_S;
+	v_deadline(&until, V_READ_MAX_S);
 	if (v_read_wait(v, v->ahead[i].cookie, &until, &nap) < 0)
 		return -ECONNRESET;
 	if (!v->ahead[i].used) {
@@ -1290,13 +1303,11 @@ static void v_rc_dereg(void *ctx, const struct san_reg *reg)
 
 static struct san_regcache *v_rc(struct vconn *v)
 {
-	static const struct san_regcache_limits zero;
-	struct san_regcache_limits lim = zero;
 	struct san_regcache_ops ops = { .reg = v_rc_reg, .dereg = v_rc_dereg, .ctx = v };
+	struct san_regcache_limits lim = { .max_entries = V_RC_ENTRIES };
 
 	if (v->rc || v->rc_off)
 		return v->rc;
-	lim.max_entries = V_RC_ENTRIES;
 	lim.max_bytes = v_rc_budget();
 	if (!san_verbs_fork_unneeded()) {
 		/*
@@ -1306,7 +1317,6 @@ static struct san_regcache *v_rc(struct vconn *v)
 		 * registrations of application memory then.
 		 */
 		san_debug("fd %d: verbs: rdma-core fork support is on: receives copy", v->s->fd);
-		v->rc = NULL;
 	} else if (san_regcache_create(&ops, &lim, &v->rc) < 0) {
 		v->rc = NULL;
 	} else if (san_memhook_add(v->rc) < 0) {
@@ -1405,9 +1415,8 @@ static int v_read_direct(struct vconn *v, uint64_t off, void *dst, size_t n)
 /*
  * GRANT: the peer's RDMA WRITE placed the bytes in our mirror before its WRITE_DONE came (RC
  * ordering). READ: a large contiguous piece a receive asks for is read straight into the
- * caller's buffer;
- * otherwise the first look at a transfer reads all of its rest into the mirror (later looks,
- * a peek's included, copy from there).
+ * caller's buffer; otherwise the first look at a transfer (or a READ posted ahead) reads all of
+ * its rest into the mirror, and later looks, a peek's included, copy from there.
  */
 static int v_bulk_copy(struct san_sock *s, bool read, bool peek, uint64_t off, uint64_t end,
 		       const struct iovec *iov, int iovcnt, size_t at, size_t n)
