@@ -17,7 +17,7 @@ const struct san_config san_config_defaults = {
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
 	.direct = 1,
-	.read_ahead = 0,
+	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 };
 
 /* Statically the defaults: code that runs before init (or in the unit runner) sees them. */
@@ -30,7 +30,7 @@ struct san_config san_cfg = {
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
 	.direct = 1,
-	.read_ahead = 0,
+	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -290,9 +290,9 @@ int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx)
 		san_config_reject(err, "SANSWITCH_DIRECT", s, "0|1", "1");
 		bad++;
 	}
-	if ((s = san_config_get(get, ctx, "SANSWITCH_READ_AHEAD")) &&
+	if ((s = san_config_get(get, ctx, "SANSWITCH_READ_AHEAD")) && strcasecmp(s, "auto") &&
 	    (err = san_config_parse_uint(s, SAN_CFG_READ_AHEAD_MAX, &cfg->read_ahead))) {
-		san_config_reject(err, "SANSWITCH_READ_AHEAD", s, "0..8", "0");
+		san_config_reject(err, "SANSWITCH_READ_AHEAD", s, "auto|0..8", "auto");
 		bad++;
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_PROVIDER")) &&
@@ -319,6 +319,7 @@ void san_config_init(void)
 {
 	const char *s = getenv("SANSWITCH_DISABLE");
 	bool off = false;
+	char ahead[16];
 
 	/*
 	 * Disabled means inert and silent: decided before SANSWITCH_LOG is even read, so that not
@@ -346,10 +347,11 @@ void san_config_init(void)
 		/* A warning, not info: a forgotten test switch must not go unnoticed. */
 		san_warn("SANSWITCH_FAULT: injecting %s (a testing switch)", list);
 	}
-	san_debug("config: bulk=%s inline_max=%u spin_us=%u direct=%u read_ahead=%u provider=%s "
+	snprintf(ahead, sizeof(ahead), "%u", san_cfg.read_ahead);
+	san_debug("config: bulk=%s inline_max=%u spin_us=%u direct=%u read_ahead=%s provider=%s "
 		  "stats=%s",
 		  san_cfg_bulk_name(san_cfg.bulk), san_cfg.inline_max, san_cfg.spin_us, san_cfg.direct,
-		  san_cfg.read_ahead,
+		  san_cfg.read_ahead == SAN_CFG_READ_AHEAD_AUTO ? "auto" : ahead,
 		  san_cfg_provider_name(san_cfg.provider),
 		  san_cfg.stats == SAN_CFG_STATS_OFF	 ? "off"
 		  : san_cfg.stats == SAN_CFG_STATS_PRINT ? "live+line"

@@ -69,11 +69,15 @@ struct san_config {
 	enum san_cfg_stats stats;	/* SANSWITCH_STATS */
 	uint32_t faults;		/* SANSWITCH_FAULT: SAN_FAULT_BIT()s */
 	uint32_t direct;		/* SANSWITCH_DIRECT: direct grants (1, the default) or not */
-	uint32_t read_ahead;		/* SANSWITCH_READ_AHEAD: verbs READs posted ahead, at most */
+	uint32_t read_ahead;		/* SANSWITCH_READ_AHEAD: verbs READs posted ahead */
 };
 
-/* SANSWITCH_READ_AHEAD: 0 (the default: measured slower on the links we have, docs/verbs.md) */
+/*
+ * SANSWITCH_READ_AHEAD: auto (the default: as many as the link's bandwidth-delay product asks
+ * for, up to SAN_CFG_READ_AHEAD_MAX; docs/verbs.md §4), 0 (never), or a fixed 1..MAX.
+ */
 #define SAN_CFG_READ_AHEAD_MAX 8
+#define SAN_CFG_READ_AHEAD_AUTO UINT32_MAX
 
 extern struct san_config san_cfg;
 

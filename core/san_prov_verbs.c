@@ -32,6 +32,7 @@
 #include "core/san_sys.h"
 #include "core/san_verbs.h"
 #include "proto/san_frame.h"
+#include "proto/san_ahead.h"
 #include "proto/san_msg.h"
 #include "proto/san_upgrade.h"
 #include "proto/san_wire.h"
@@ -159,13 +160,16 @@ struct vconn {
 	uint32_t done_ids[SAN_STAGE_RECS]; /* READ_DONEs we owe the peer, oldest first */
 	uint32_t ndone, done_head;
 	uint32_t bulk_open; /* the peer's bulk transfers in rxr, not yet delivered in full */
-	struct v_ahead {    /* READs posted ahead, in transfer order (docs/verbs.md §4) */
+	struct v_ahead {    /* transfers to READ ahead, in transfer order (docs/verbs.md §4) */
 		uint64_t lo, hi; /* the transfer's rest, in the mirror */
-		uint64_t cookie; /* done once rd_done >= cookie */
+		uint64_t cookie; /* posted: done once rd_done >= cookie */
 		uint32_t id;
+		bool posted;	 /* its READ is out (else it waits for the depth to allow it) */
+		bool reached;	 /* the application has come to it */
 		bool used;	 /* a receive copied from it (counted) */
 	} ahead[V_AHEAD_MAX];
 	uint32_t nahead;
+	struct san_ahead ra; /* how many READs ahead may be out (SANSWITCH_READ_AHEAD=auto) */
 	/* ---- READ into the application's buffer (docs/verbs-registration.md) ---- */
 	struct san_regcache *rc;	/* made at the first such READ; NULL before (or if not) */
 	bool rc_off;			/* no cache could be made: always the mirror */
@@ -309,6 +313,7 @@ static struct vconn *v_new(void)
 	}
 	ev_init(&v->t, v_timer);
 	v->t.data = v;
+	san_ahead_init(&v->ra, V_AHEAD_MAX);
 	/* every commit of the application's is a frame to send: no sleeping consumer to ring */
 	san_shm_ring_cons_edges(&v->pump, true);
 	return v;
@@ -498,45 +503,74 @@ static int deliver_pair(struct vconn *v, const struct v_held *a, const struct v_
 }
 
 /*
+ * May one more READ ahead go out now: are fewer out (posted, not yet reached by the
+ * application) than SANSWITCH_READ_AHEAD says, or with auto than the depth san_ahead has found
+ * from the application's stalls (docs/verbs.md §4)?
+ */
+static bool ahead_room(const struct vconn *v)
+{
+	uint32_t out = 0;
+
+	for (uint32_t i = 0; i < v->nahead; i++)
+		out += v->ahead[i].posted && !v->ahead[i].reached;
+	return out < (san_cfg.read_ahead == SAN_CFG_READ_AHEAD_AUTO ? san_ahead_depth(&v->ra)
+								     : san_cfg.read_ahead);
+}
+
+/* Post the READs of transfers waiting to be read ahead, in order, while there is room. */
+static void ahead_post(struct vconn *v)
+{
+	struct san_sock *s = v->s;
+
+	for (uint32_t i = 0; i < v->nahead && !v->gone && !s->err; i++) {
+		struct v_ahead *a = &v->ahead[i];
+		uint64_t cookie = v->rd_seq + 1;
+		int r;
+
+		if (a->posted)
+			continue;
+		if (!ahead_room(v))
+			return;
+		r = san_verbs_read(v->c, &v->area, V_BULK + a->lo, s->peer_bulk_addr + a->lo,
+				   s->peer_bulk_key, a->hi - a->lo, cookie);
+		if (r == -EAGAIN)
+			return; /* every RDMA slot busy: a completion brings us back */
+		if (r < 0) {
+			v_down(v, r);
+			return;
+		}
+		v->rd_seq = cookie;
+		a->cookie = cookie;
+		a->posted = true;
+	}
+}
+
+/*
  * A bulk transfer's pair went into rxr. If the application has not finished the one before it
- * (it is behind: this one will wait in rxr), READ its rest into the mirror now rather than at
- * its first look, so that several READs are in flight and the time they take overlaps the
- * application's reading of the earlier ones. A receiver that keeps up gets nothing posted
- * ahead: its receive READs the bytes straight into its own buffer when it asks for them.
- * Off unless SANSWITCH_READ_AHEAD says how many: on the links measured so far it cost more than
- * it saved (docs/verbs.md §4, "Read ahead").
+ * (it is behind: this one will wait in rxr), it may be READ into the mirror now rather than at
+ * its first look, so that several READs are in flight and their round trips overlap the
+ * application's reading of the earlier ones; how many may be in flight is the READ window's
+ * (ahead_room). A receiver that keeps up gets nothing posted ahead: its receive READs the
+ * bytes straight into its own buffer when it asks for them.
  */
 static void read_ahead(struct vconn *v, const struct v_held *first, const struct v_held *second)
 {
 	struct san_sock *s = v->s;
 	bool behind = v->bulk_open++ > 0; /* (counted whatever follows: v_xfer_done uncounts) */
 	struct san_msg m;
-	uint64_t cookie;
-	int r;
 
-	if (!behind || v->gone || v->nahead >= san_cfg.read_ahead || !s->peer_grant ||
-	    !s->bulk_rx || data_mode(first->msg) != SAN_XMODE_READ)
+	if (!behind || v->gone || !san_cfg.read_ahead || v->nahead == V_AHEAD_MAX ||
+	    !s->peer_grant || !s->bulk_rx || data_mode(first->msg) != SAN_XMODE_READ)
 		return;
 	/* (the engine checks it again when it reads the pair; a bad one is not read ahead) */
 	if (san_msg_decode(second->msg, second->len, SAN_CHAN_SESSION, second->len, &m) < 0 ||
 	    m.type != SAN_T_SRC_AVAIL || m.u.src_avail.addr > V_BULK ||
 	    m.u.src_avail.len > V_BULK - m.u.src_avail.addr)
 		return;
-	cookie = v->rd_seq + 1;
-	r = san_verbs_read(v->c, &v->area, V_BULK + m.u.src_avail.addr,
-			   s->peer_bulk_addr + m.u.src_avail.addr, s->peer_bulk_key,
-			   m.u.src_avail.len, cookie);
-	if (r == -EAGAIN)
-		return; /* every RDMA slot busy: its first look reads it */
-	if (r < 0) {
-		v_down(v, r);
-		return;
-	}
-	v->rd_seq = cookie;
 	v->ahead[v->nahead++] = (struct v_ahead){ .lo = m.u.src_avail.addr,
 						  .hi = m.u.src_avail.addr + m.u.src_avail.len,
-						  .cookie = cookie,
 						  .id = m.u.src_avail.xfer_id };
+	ahead_post(v);
 }
 
 /* Move held receives into rxr while it has room; arm for the rest. */
@@ -763,6 +797,11 @@ static void v_end(struct ev_loop *loop, struct vconn *v)
 	ev_timer_stop(loop, &v->t);
 	pthread_mutex_lock(&s->lock);
 	fallback = v->b && v->stage == V_WAIT_SWITCH;
+	if (v->ra.reached)
+		san_debug("fd %d: verbs: READ ahead at the end: depth %u; of %llu transfers reached "
+			  "behind another, %llu waited for their bytes", s->fd,
+			  san_ahead_depth(&v->ra), (unsigned long long)v->ra.reached,
+			  (unsigned long long)v->ra.stalls);
 	s->pv = NULL;
 	run_del(v); /* after s->pv: nothing can put it back (run_add runs under this lock) */
 	/* the private rings and X stay with the sock; the transport goes (a disconnect) */
@@ -1190,6 +1229,7 @@ static int v_read_sync(struct vconn *v, const struct san_verbs_region *local, si
 	struct san_sock *s = v->s;
 	struct timespec until;
 	long nap = 20000;
+	uint64_t cookie;
 	int r;
 
 	v_deadline(&until, V_READ_MAX_S);
@@ -1206,12 +1246,15 @@ static int v_read_sync(struct vconn *v, const struct san_verbs_region *local, si
 		v_down(v, r);
 		return -ECONNRESET;
 	}
-	return v_read_wait(v, ++v->rd_seq, &until, &nap);
+	cookie = ++v->rd_seq;
+	ahead_post(v); /* transfers waiting behind this one: their READs queue behind it */
+	return v_read_wait(v, cookie, &until, &nap);
 }
 
 /*
  * Wait for the READ posted ahead for the transfer whose rest ends at end, if there is one
- * covering off: 1 (its bytes are in the mirror), 0 (none), -ECONNRESET.
+ * covering off: 1 (its bytes are in the mirror), 0 (none), -ECONNRESET. One still waiting for
+ * the depth to allow it is the caller's to READ now (straight into its buffer, if it can).
  */
 static int v_ahead_wait(struct vconn *v, uint64_t off, uint64_t end)
 {
@@ -1224,6 +1267,19 @@ static int v_ahead_wait(struct vconn *v, uint64_t off, uint64_t end)
 			break;
 	if (i == v->nahead)
 		return 0;
+	if (!v->ahead[i].reached) {
+		/* the first look: did the pipeline have its bytes ready (san_ahead's feedback)? */
+		v->ahead[i].reached = true;
+		san_ahead_reached(&v->ra, !v->ahead[i].posted || v->rd_done < v->ahead[i].cookie);
+		if (!v->ahead[i].posted) {
+			/* the caller READs it now (and v_read_sync posts the next ones behind) */
+			memmove(&v->ahead[i], &v->ahead[i + 1],
+				(v->nahead - i - 1) * sizeof(v->ahead[0]));
+			v->nahead--;
+			return 0;
+		}
+		ahead_post(v); /* one fewer out: the next may go (entries stay where they are) */
+	}
 	v_deadline(&until, V_READ_MAX_S);
 	if (v_read_wait(v, v->ahead[i].cookie, &until, &nap) < 0)
 		return -ECONNRESET;

@@ -7,10 +7,11 @@
 # exits after its round (each new buffer, usually at the old address, must be registered anew:
 # misses, no hit), and checks every byte of every round itself. A stale
 # registration would place a round's bytes in pages the buffer no longer has: the comparison
-# fails. The stats line proves the path: verbs_direct_rx_bytes > 0. Last, a receiver that is
-# behind (it starts reading a second after the sender sent everything), SANSWITCH_READ_AHEAD=8:
-# the rounds waiting behind the first are READ ahead into the mirror (verbs_ahead_rx_bytes > 0),
-# every byte still checked.
+# fails. The stats line proves the path: verbs_direct_rx_bytes > 0 (these cases run with
+# SANSWITCH_READ_AHEAD=0, so that every round is READ on demand). Last, a receiver that is
+# behind (it starts reading a second after the sender sent everything), with read ahead as it is
+# by default (auto: the READ window's depth) and fixed at 8: rounds waiting behind the first are
+# READ ahead into the mirror (verbs_ahead_rx_bytes > 0), every byte still checked.
 # And a receiver whose RLIMIT_MEMLOCK leaves no room to register its buffer: the mirror serves.
 # timeout: 300
 set -u
@@ -21,14 +22,16 @@ RR=$BUILD/sanregreuse
 export SANSWITCH_BULK=read
 rounds=12
 
-for mode in keep malloc mmap madvise realloc thread burst; do
+for mode in keep malloc mmap madvise realloc thread burst burst8; do
 	sargs=()
-	[ "$mode" = burst ] && sargs=(--burst)
-	# (read ahead is off by default; the burst case turns it on at both ends)
-	if [ "$mode" = burst ]; then export SANSWITCH_READ_AHEAD=8; else unset SANSWITCH_READ_AHEAD; fi
+	case $mode in
+	burst) sargs=(--burst) && unset SANSWITCH_READ_AHEAD ;;
+	burst8) sargs=(--burst) && export SANSWITCH_READ_AHEAD=8 ;;
+	*) export SANSWITCH_READ_AHEAD=0 ;;
+	esac
 	start_pf "$mode.srv" pre "$RR" server -a "$addr" --port-file '{PORTFILE}' -r "$rounds" "${sargs[@]}"
 	rc=0
-	as_t pre 90 "$RR" client -a "$addr" -p "$SERVER_PORT" -m "$mode" -r "$rounds" \
+	as_t pre 90 "$RR" client -a "$addr" -p "$SERVER_PORT" -m "${mode%8}" -r "$rounds" \
 		>"$TMP/$mode.cli.out" 2>"$TMP/$mode.cli.err" || rc=$?
 	wait_pid "$SERVER_PID" 30 || rc=$((rc ? rc : 99))
 	if [ "$rc" -ne 0 ] || ! grep -q "^sanregreuse: client ok rounds=$rounds " "$TMP/$mode.cli.out"; then
@@ -46,9 +49,9 @@ for mode in keep malloc mmap madvise realloc thread burst; do
 	misses=$(field "$cl" verbs_reg_misses) || exit 1
 	ahead=$(field "$cl" verbs_ahead_rx_bytes) || exit 1
 	[ "$direct" -gt 0 ] || fail "$mode: nothing was READ into the application's buffer: $cl"
-	[ "$mode" = burst ] || [ "$ahead" -eq 0 ] || fail "$mode: READ ahead without SANSWITCH_READ_AHEAD: $cl"
+	case $mode in burst*) ;; *) [ "$ahead" -eq 0 ] || fail "$mode: READ ahead with SANSWITCH_READ_AHEAD=0: $cl" ;; esac
 	case $mode in
-	burst)
+	burst*)
 		# rounds that waited behind an unread one were READ ahead; the first was not
 		[ "$ahead" -gt 0 ] || fail "$mode: nothing was READ ahead of a receiver that was behind: $cl"
 		;;
@@ -72,6 +75,7 @@ done
 # ---- RLIMIT_MEMLOCK (without CAP_IPC_LOCK) that admits the connection's slots and bulk area
 # (1542 + 2048 KiB) but not a 192 KiB receive buffer: every lookup fails (ibv_reg_mr: ENOMEM),
 # and the receives go through the mirror, READ by READ, every byte still right.
+export SANSWITCH_READ_AHEAD=0
 if command -v setpriv >/dev/null 2>&1; then
 	start_pf memlock.srv pre "$RR" server -a "$addr" --port-file '{PORTFILE}' -r "$rounds"
 	rc=0
