@@ -1780,7 +1780,8 @@ struct v_listener {
 	struct san_verbs_listener *l;
 	ev_io w;
 	ev_timer linger;
-	int lfd;
+	int lfd;		    /* the TCP listener it serves; -1 while it lingers */
+	struct sockaddr_storage ss; /* where it listens (the TCP listener's address and port) */
 	struct v_req *reqs; /* PROPOSEs waiting for the application's accept() */
 	struct v_listener *next;
 };
@@ -1795,7 +1796,8 @@ struct v_req {
 };
 
 static pthread_mutex_t vl_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct v_listener *vlisteners;
+static struct v_listener *vlisteners; /* serving a TCP listener */
+static struct v_listener *vlinger;    /* their TCP listener closed: until the linger ends */
 
 static void b_reject(struct san_verbs_request *rq, uint16_t reason)
 {
@@ -2012,12 +2014,29 @@ static void vl_start(void *arg)
 	ev_io_start(san_engine_loop(), &vl->w);
 }
 
+/* Take vl off the list at *head (vl_lock held); false if it is not there. */
+static bool vl_unlink(struct v_listener **head, struct v_listener *vl)
+{
+	for (struct v_listener **pp = head; *pp; pp = &(*pp)->next)
+		if (*pp == vl) {
+			*pp = vl->next;
+			return true;
+		}
+	return false;
+}
+
 static void vl_linger_end(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct v_listener *vl = (struct v_listener *)((char *)t -
 						      offsetof(struct v_listener, linger));
+	bool gone;
 
 	(void)revents;
+	pthread_mutex_lock(&vl_lock);
+	gone = vl_unlink(&vlinger, vl);
+	pthread_mutex_unlock(&vl_lock);
+	if (!gone)
+		return; /* a new TCP listener on its address took it back (v_listen) */
 	ev_io_stop(loop, &vl->w);
 	while (vl->reqs) {
 		b_reject(vl->reqs->rq, SAN_R_NOT_OWNER);
@@ -2031,8 +2050,59 @@ static void vl_unlisten_on_engine(void *arg)
 {
 	struct v_listener *vl = arg;
 
+	/* (a revive queued before this call may have run already: its timer must not be live) */
+	ev_timer_stop(san_engine_loop(), &vl->linger);
 	ev_timer_init(&vl->linger, vl_linger_end, V_LINGER_S, 0.);
 	ev_timer_start(san_engine_loop(), &vl->linger);
+}
+
+static void vl_revive_on_engine(void *arg)
+{
+	struct v_listener *vl = arg;
+
+	ev_timer_stop(san_engine_loop(), &vl->linger); /* (started by the call before this one) */
+}
+
+static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return !memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+			       &((const struct sockaddr_in *)b)->sin_addr, sizeof(struct in_addr)) &&
+		       ((const struct sockaddr_in *)a)->sin_port ==
+			       ((const struct sockaddr_in *)b)->sin_port;
+	return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) &&
+	       ((const struct sockaddr_in6 *)a)->sin6_port ==
+		       ((const struct sockaddr_in6 *)b)->sin6_port;
+}
+
+/*
+ * A program that closes its listener and listens again on the same address (iperf3's server
+ * does, between tests) finds our rdma_cm listener for it still lingering, holding the port in
+ * the RDMA port space: a new one would fail (EADDRINUSE) and every connection to the new TCP
+ * listener would stay on TCP. So the lingering one serves the new listener. True if one did.
+ */
+static bool vl_revive(int lfd, const struct sockaddr_storage *ss)
+{
+	struct v_listener *vl;
+
+	pthread_mutex_lock(&vl_lock);
+	for (vl = vlinger; vl; vl = vl->next)
+		if (same_addr(&vl->ss, ss))
+			break;
+	if (vl) {
+		/* (vl_linger_end, if it runs before the call below, finds it gone from vlinger) */
+		vl_unlink(&vlinger, vl);
+		vl->lfd = lfd;
+		vl->next = vlisteners;
+		vlisteners = vl;
+	}
+	pthread_mutex_unlock(&vl_lock);
+	if (vl && san_engine_call(vl_revive_on_engine, vl) < 0)
+		san_warn("verbs: a lingering listener's timer could not be stopped");
+	return vl != NULL;
 }
 
 /* An rdma_cm listener on the TCP listener's address and port (RDMA_PS_TCP). */
@@ -2062,9 +2132,15 @@ static int v_listen(int lfd)
 	} else {
 		return -EAFNOSUPPORT;
 	}
+	if (vl_revive(lfd, &ss)) {
+		san_debug("fd %d: verbs listener on %s port %u (the one that lingered there)", lfd,
+			  host, (unsigned)port);
+		return 0;
+	}
 	vl = calloc(1, sizeof(*vl));
 	if (!vl)
 		return -ENOMEM;
+	vl->ss = ss;
 	san_fd_guard_enter();
 	r = san_verbs_listen(host, port, &v_params, &vl->l);
 	san_fd_guard_leave();
@@ -2104,12 +2180,22 @@ static void v_unlisten(int lfd)
 		if ((*pp)->lfd == lfd) {
 			vl = *pp;
 			*pp = vl->next;
+			vl->lfd = -1;
+			vl->next = vlinger;
+			vlinger = vl;
 			break;
 		}
 	pthread_mutex_unlock(&vl_lock);
 	if (vl && san_engine_call(vl_unlisten_on_engine, vl) < 0) {
-		san_verbs_listener_close(vl->l);
-		free(vl);
+		bool ours;
+
+		pthread_mutex_lock(&vl_lock);
+		ours = vl_unlink(&vlinger, vl); /* (unless a new listener took it back meanwhile) */
+		pthread_mutex_unlock(&vl_lock);
+		if (ours) {
+			san_verbs_listener_close(vl->l);
+			free(vl);
+		}
 	}
 }
 
@@ -2130,7 +2216,8 @@ static void v_atfork_child(void)
 		}
 	running = NULL; /* the parent's: not to be polled here */
 	atomic_store(&nrunning, 0);
-	vlisteners = NULL; /* leaked in the child on purpose: closing would touch the parent's */
+	vlisteners = vlinger = NULL; /* leaked in the child on purpose: closing would touch the
+				      * parent's */
 }
 
 const struct san_prov_ops san_prov_verbs = {
