@@ -686,8 +686,10 @@ void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovc
 /*
  * After a wait, before reading or returning: take an unclaimed offer back. Returns true if
  * the receive may return (nothing of ours is out), false while a claimed offer's WRITE_DONE
- * has not come: the peer may be writing into the buffer, which must stay valid. A reset ends
- * that too (a dead peer writes nothing more). Lock held.
+ * has not been read: the peer may be writing into the buffer, which must stay valid, or its
+ * answer is the next frame, for the receive to read. A reset of ours with the answer there, or
+ * the peer's process gone without one, ends that too (a dead peer writes nothing more). Lock
+ * held.
  */
 bool san_conn_direct_settle(struct san_sock *s)
 {
@@ -702,10 +704,16 @@ bool san_conn_direct_settle(struct san_sock *s)
 	s->direct_claimed = true;
 	/*
 	 * Claimed: the writer holds its lock from the claim to its WRITE_DONE, which is the next
-	 * frame. Once a frame is there, or the writer's process is gone (anchor EOF), nothing
-	 * more will land. A reset of ours ends nothing by itself: the peer may be mid-write.
+	 * frame. Once a frame is there nothing more will land, and that frame is the answer: the
+	 * receive reads it (direct_done checks it against this record, so the claim stays on
+	 * record), unless a reset of ours ends the receive first. Without a frame, a reset of
+	 * ours ends nothing by itself (the peer may be mid-write); only the writer's process
+	 * being gone does (anchor EOF). An anchor EOF also follows the peer's orderly close,
+	 * which comes after its WRITE_DONE (the claim holds its lock until that is committed):
+	 * then the answer is there, and must be read, not forgotten (direct_done would reject it
+	 * and reset the connection with the bytes already in the buffer).
 	 */
-	if (s->anchor_dead || (s->err && san_shm_ring_cons_peek(&s->rxr, &f) != -EAGAIN)) {
+	if (san_shm_ring_cons_peek(&s->rxr, &f) != -EAGAIN ? s->err : s->anchor_dead) {
 		s->direct_out = s->direct_claimed = false;
 		pthread_cond_broadcast(&s->cond);
 		return true;
