@@ -546,6 +546,13 @@ static void ahead_post(struct vconn *v)
 	}
 }
 
+/* After completions: an RDMA slot may have come free for a READ ahead that found none. */
+static void ahead_retry(struct vconn *v)
+{
+	if (v->nahead && v->stage == V_RUNNING)
+		ahead_post(v);
+}
+
 /*
  * A bulk transfer's pair went into rxr. If the application has not finished the one before it
  * (it is behind: this one will wait in rxr), it may be READ into the mirror now rather than at
@@ -754,8 +761,10 @@ static void v_progress(struct vconn *v)
 		if (v->stage == V_RUNNING && v->nheld)
 			refill(v);
 		pump(v);
-		if (r > 0)
+		if (r > 0) {
+			ahead_retry(v);
 			continue;
+		}
 		if (san_verbs_arm(v->c) > 0)
 			continue;
 		return;
@@ -1024,6 +1033,7 @@ static int v_poll_here(struct vconn *v)
 		if (v->nheld)
 			refill(v);
 		pump(v);
+		ahead_retry(v);
 	}
 	return r;
 }
@@ -1269,7 +1279,13 @@ static int v_ahead_wait(struct vconn *v, uint64_t off, uint64_t end)
 	if (i == v->nahead)
 		return 0;
 	if (!v->ahead[i].reached) {
-		/* the first look: did the pipeline have its bytes ready (san_ahead's feedback)? */
+		/*
+		 * The first look: did the pipeline have its bytes ready (san_ahead's feedback)? A
+		 * READ done on the device but not yet polled (the engine could not poll while we
+		 * held the lock) was ready: look at the CQ before judging.
+		 */
+		if (v->ahead[i].posted && v->rd_done < v->ahead[i].cookie && v_poll_here(v) < 0)
+			return -ECONNRESET;
 		v->ahead[i].reached = true;
 		san_ahead_reached(&v->ra, !v->ahead[i].posted || v->rd_done < v->ahead[i].cookie);
 		if (!v->ahead[i].posted) {
@@ -1783,6 +1799,7 @@ struct v_listener {
 	ev_timer linger;
 	int lfd;		    /* the TCP listener it serves; -1 while it lingers */
 	struct sockaddr_storage ss; /* where it listens (the TCP listener's address and port) */
+	unsigned int calls;	    /* engine calls queued for it (vl_lock): not freed before */
 	struct v_req *reqs; /* PROPOSEs waiting for the application's accept() */
 	struct v_listener *next;
 };
@@ -2033,24 +2050,34 @@ static void vl_linger_end(struct ev_loop *loop, ev_timer *t, int revents)
 	bool gone;
 
 	(void)revents;
+	/*
+	 * A listener still lingering, with no call for it queued (a queued unlisten arms the
+	 * timer again; a revive took it off the list), closes. Its port is free again only once
+	 * the rdma_cm listener is closed, so that happens under vl_lock: a v_listen on the same
+	 * address either takes it over before this or binds the port after it.
+	 */
 	pthread_mutex_lock(&vl_lock);
-	gone = vl_unlink(&vlinger, vl);
-	pthread_mutex_unlock(&vl_lock);
-	if (!gone)
-		return; /* a new TCP listener on its address took it back (v_listen) */
-	ev_io_stop(loop, &vl->w);
-	while (vl->reqs) {
-		b_reject(vl->reqs->rq, SAN_R_NOT_OWNER);
-		b_req_free(vl->reqs);
+	gone = !vl->calls && vl_unlink(&vlinger, vl);
+	if (gone) {
+		ev_io_stop(loop, &vl->w);
+		while (vl->reqs) {
+			b_reject(vl->reqs->rq, SAN_R_NOT_OWNER);
+			b_req_free(vl->reqs);
+		}
+		san_verbs_listener_close(vl->l);
 	}
-	san_verbs_listener_close(vl->l);
-	free(vl);
+	pthread_mutex_unlock(&vl_lock);
+	if (gone)
+		free(vl);
 }
 
 static void vl_unlisten_on_engine(void *arg)
 {
 	struct v_listener *vl = arg;
 
+	pthread_mutex_lock(&vl_lock);
+	vl->calls--;
+	pthread_mutex_unlock(&vl_lock);
 	/* (a revive queued before this call may have run already: its timer must not be live) */
 	ev_timer_stop(san_engine_loop(), &vl->linger);
 	ev_timer_init(&vl->linger, vl_linger_end, V_LINGER_S, 0.);
@@ -2061,6 +2088,9 @@ static void vl_revive_on_engine(void *arg)
 {
 	struct v_listener *vl = arg;
 
+	pthread_mutex_lock(&vl_lock);
+	vl->calls--;
+	pthread_mutex_unlock(&vl_lock);
 	ev_timer_stop(san_engine_loop(), &vl->linger); /* (started by the call before this one) */
 }
 
@@ -2099,10 +2129,15 @@ static bool vl_revive(int lfd, const struct sockaddr_storage *ss)
 		vl->lfd = lfd;
 		vl->next = vlisteners;
 		vlisteners = vl;
+		vl->calls++;
 	}
 	pthread_mutex_unlock(&vl_lock);
-	if (vl && san_engine_call(vl_revive_on_engine, vl) < 0)
-		san_warn("verbs: a lingering listener's timer could not be stopped");
+	if (vl && san_engine_call(vl_revive_on_engine, vl) < 0) {
+		/* (its timer, if it fires, finds it listed as serving again and leaves it) */
+		pthread_mutex_lock(&vl_lock);
+		vl->calls--;
+		pthread_mutex_unlock(&vl_lock);
+	}
 	return vl != NULL;
 }
 
@@ -2184,6 +2219,7 @@ static void v_unlisten(int lfd)
 			vl->lfd = -1;
 			vl->next = vlinger;
 			vlinger = vl;
+			vl->calls++;
 			break;
 		}
 	pthread_mutex_unlock(&vl_lock);
@@ -2191,12 +2227,14 @@ static void v_unlisten(int lfd)
 		bool ours;
 
 		pthread_mutex_lock(&vl_lock);
-		ours = vl_unlink(&vlinger, vl); /* (unless a new listener took it back meanwhile) */
-		pthread_mutex_unlock(&vl_lock);
-		if (ours) {
+		vl->calls--;
+		/* (unless a new listener took it back meanwhile, or an earlier call is queued) */
+		ours = !vl->calls && vl_unlink(&vlinger, vl);
+		if (ours)
 			san_verbs_listener_close(vl->l);
+		pthread_mutex_unlock(&vl_lock);
+		if (ours)
 			free(vl);
-		}
 	}
 }
 

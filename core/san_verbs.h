@@ -115,8 +115,9 @@ void san_verbs_listener_close(struct san_verbs_listener *l);
 /*
  * Active side: resolve @addr:@port (address and route, each within min(timeout_ms, remaining)),
  * set up, connect with @pdata (at most SAN_VERBS_PDATA_CONNECT bytes), wait for ESTABLISHED
- * within @timeout_ms overall, not counting the local set-up (opening the device, the QP, the
- * slots' registration) (< 0: SAN_VERBS_TIMEOUT_MS for resolution, no limit after). The
+ * within @timeout_ms overall, not counting the local set-up (the event channel, opening the
+ * devices, the QP, the slots' registration) (< 0: SAN_VERBS_TIMEOUT_MS for resolution, no limit
+ * after). The
  * acceptor's private data lands in @reply (capacity *reply_len; padded by the CM as above), and
  * so does a rejecting listener's (with -ECONNREFUSED; *reply_len 0 when there was none).
  * 0 and *out, or -ECONNREFUSED (rejected: nobody listens there, or the peer refused),
