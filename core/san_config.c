@@ -18,6 +18,7 @@ const struct san_config san_config_defaults = {
 	.faults = 0,
 	.direct = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
+	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
 };
 
 /* Statically the defaults: code that runs before init (or in the unit runner) sees them. */
@@ -31,6 +32,7 @@ struct san_config san_cfg = {
 	.faults = 0,
 	.direct = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
+	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -292,8 +294,19 @@ int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx)
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_READ_AHEAD")) && strcasecmp(s, "auto") &&
 	    (err = san_config_parse_uint(s, SAN_CFG_READ_AHEAD_MAX, &cfg->read_ahead))) {
-		san_config_reject(err, "SANSWITCH_READ_AHEAD", s, "auto|0..8", "auto");
+		san_config_reject(err, "SANSWITCH_READ_AHEAD", s, "auto|0..16", "auto");
 		bad++;
+	}
+	if ((s = san_config_get(get, ctx, "SANSWITCH_VERBS_AREA"))) {
+		if (!strcasecmp(s, "auto")) {
+			cfg->verbs_area = SAN_CFG_VERBS_AREA_AUTO;
+		} else if ((err = san_config_parse_uint(s, SAN_CFG_VERBS_AREA_MAX, &cfg->verbs_area)) ||
+			   !cfg->verbs_area) {
+			cfg->verbs_area = SAN_CFG_VERBS_AREA_AUTO;
+			san_config_reject(err ? err : -ERANGE, "SANSWITCH_VERBS_AREA", s,
+					  "auto|1..16 (MiB)", "auto");
+			bad++;
+		}
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_PROVIDER")) &&
 	    (err = san_config_parse_provider(s, &cfg->provider))) {
@@ -319,7 +332,7 @@ void san_config_init(void)
 {
 	const char *s = getenv("SANSWITCH_DISABLE");
 	bool off = false;
-	char ahead[16];
+	char ahead[16], area[16];
 
 	/*
 	 * Disabled means inert and silent: decided before SANSWITCH_LOG is even read, so that not
@@ -348,10 +361,12 @@ void san_config_init(void)
 		san_warn("SANSWITCH_FAULT: injecting %s (a testing switch)", list);
 	}
 	snprintf(ahead, sizeof(ahead), "%u", san_cfg.read_ahead);
-	san_debug("config: bulk=%s inline_max=%u spin_us=%u direct=%u read_ahead=%s provider=%s "
-		  "stats=%s",
+	snprintf(area, sizeof(area), "%u", san_cfg.verbs_area);
+	san_debug("config: bulk=%s inline_max=%u spin_us=%u direct=%u read_ahead=%s verbs_area=%s "
+		  "provider=%s stats=%s",
 		  san_cfg_bulk_name(san_cfg.bulk), san_cfg.inline_max, san_cfg.spin_us, san_cfg.direct,
 		  san_cfg.read_ahead == SAN_CFG_READ_AHEAD_AUTO ? "auto" : ahead,
+		  san_cfg.verbs_area == SAN_CFG_VERBS_AREA_AUTO ? "auto" : area,
 		  san_cfg_provider_name(san_cfg.provider),
 		  san_cfg.stats == SAN_CFG_STATS_OFF	 ? "off"
 		  : san_cfg.stats == SAN_CFG_STATS_PRINT ? "live+line"

@@ -70,13 +70,23 @@ struct san_config {
 	uint32_t faults;		/* SANSWITCH_FAULT: SAN_FAULT_BIT()s */
 	uint32_t direct;		/* SANSWITCH_DIRECT: direct grants (1, the default) or not */
 	uint32_t read_ahead;		/* SANSWITCH_READ_AHEAD: verbs READs posted ahead */
+	uint32_t verbs_area;		/* SANSWITCH_VERBS_AREA: MiB each way, or AUTO */
 };
+
+/*
+ * SANSWITCH_VERBS_AREA: the verbs bulk area per direction, in MiB. auto (the default): a
+ * connection we open proposes twice the path's bandwidth-delay product as estimated at set-up,
+ * one we accept takes what the peer proposes (up to MAX); 1..MAX: we propose that and take no
+ * more (docs/verbs.md section 4, "Window").
+ */
+#define SAN_CFG_VERBS_AREA_MAX 16
+#define SAN_CFG_VERBS_AREA_AUTO UINT32_MAX
 
 /*
  * SANSWITCH_READ_AHEAD: auto (the default: as many as the link's bandwidth-delay product asks
  * for, up to SAN_CFG_READ_AHEAD_MAX; docs/verbs.md §4), 0 (never), or a fixed 1..MAX.
  */
-#define SAN_CFG_READ_AHEAD_MAX 8
+#define SAN_CFG_READ_AHEAD_MAX 16
 #define SAN_CFG_READ_AHEAD_AUTO UINT32_MAX
 
 extern struct san_config san_cfg;

@@ -360,6 +360,8 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 		return -ECONNRESET;
 	}
 	san_stage_release(&s->stage, cons);
+	if (s->region_max && max > s->region_max)
+		max = s->region_max;
 	len = san_stage_room(&s->stage, total < max ? total : max, SAN_CONN_REGION_MIN, &off);
 	if (len < 2) {
 		s->tx_wait_area = true;

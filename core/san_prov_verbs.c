@@ -3,6 +3,8 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/tcp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +38,7 @@
 #include "proto/san_ahead.h"
 #include "proto/san_msg.h"
 #include "proto/san_upgrade.h"
+#include "proto/san_window.h"
 #include "proto/san_wire.h"
 
 /*
@@ -69,7 +73,11 @@
 #define V_LINGER_S 2.0	   /* a listener outlives its TCP listener (as shm's side channel) */
 #define V_B_TRIES 100	   /* x 5 ms: a PROPOSE that came before the application's accept() */
 #define V_END_S 2.0	   /* a reset connection's ABORT has this long to go out */
-#define V_BULK (1u << 20)  /* bytes of each bulk area: our regions, and our mirror of the peer's */
+#define V_MIB (1u << 20)
+#define V_BULK V_MIB	   /* bulk area per direction (our regions; our mirror of the peer's)
+			    * at the least: sized at set-up, 1..SAN_CFG_VERBS_AREA_MAX MiB */
+#define V_REGION (V_BULK / 4) /* a transfer's region at most, whatever the area */
+#define V_AREA_BUDGET (256ull << 20) /* what the areas beyond V_BULK may pin, in all */
 #define V_READ_MAX_S 60	   /* a synchronous RDMA READ that long without completing: reset */
 #define V_WRITE_TAG (1ull << 62) /* the cookie of an RDMA WRITE (a READ's is its sequence) */
 #define V_KILL_WAIT_S 5	   /* a READ given up on: its flushed completion comes within this */
@@ -94,11 +102,14 @@ struct v_propose {
 	uint64_t nonce;	       /* what B writes in its MARK */
 	uint8_t src[16], dst[16]; /* A's and B's address as A sees them (IPv4-mapped) */
 	uint16_t sport, dport;
-	uint32_t rsvd;
+	uint8_t area_mib; /* the bulk area A proposes, MiB each way (0: an older build's 1) */
+	uint8_t rsvd[3];
 };
 struct v_accept {
 	uint32_t magic;
-	uint8_t version, rsvd0[3];
+	uint8_t version;
+	uint8_t area_mib; /* the area agreed, at most A's proposal (0: an older build's 1) */
+	uint8_t rsvd0[2];
 	uint32_t caps;
 	uint32_t max_msg; /* the largest frame B's receive slots take */
 	uint64_t nonce;	  /* what A writes in its MARK */
@@ -151,7 +162,8 @@ struct vconn {
 	struct vconn *run_prev, *run_next; /* on the spinners' list while running */
 	bool on_run;
 	/* ---- bulk (docs/verbs.md §4) ---- */
-	struct san_verbs_region area; /* [bulk_tx, bulk_tx + 2 V_BULK): ours, then the mirror */
+	size_t bulk;		      /* bytes per direction of the area, as agreed at set-up */
+	struct san_verbs_region area; /* [bulk_tx, bulk_tx + 2 bulk): ours, then the mirror */
 	uint64_t fetch_lo, fetch_hi;  /* mirror bytes read from the peer (the open transfer's) */
 	uint64_t rd_seq, rd_done;     /* our last READ's cookie, the last one completed */
 	bool rd_failed;		      /* a READ completed with an error (the QP is broken) */
@@ -234,6 +246,92 @@ static void run_del(struct vconn *v)
 	pthread_mutex_unlock(&run_lock);
 }
 
+/*
+ * The bulk area per connection (docs/verbs.md §4, "Window"). A region is the sender's from its
+ * SRC_AVAIL to its READ_DONE, a cycle of two round trips (the SRC_AVAIL one way, the READ's
+ * request and answer, the READ_DONE back), so the area bounds a connection at area / (2 RTT):
+ * 1 MiB is about 400 Mbit/s at 10 ms. A proposes a size in the PROPOSE (MiB each way), B takes
+ * at most that (and at most its own setting), and both use the agreed size each way. By default
+ * (SANSWITCH_VERBS_AREA=auto) A proposes 2 x the path's bandwidth-delay product + one region,
+ * the product estimated at set-up as the TCP connection's smallest RTT (the kernel's
+ * tcpi_min_rtt, same path) times the fastest active RDMA port's rate: 1 MiB on a short link. A
+ * software device reports a port rate far above what it carries (rxe says 2.5 Gbit/s), which
+ * costs pinned memory, not speed. Beyond the first MiB an area comes out of a process-wide
+ * pinning budget (V_AREA_BUDGET, or a quarter of RLIMIT_MEMLOCK when not root); a connection
+ * that finds none left gets 1 MiB.
+ */
+static atomic_uint_fast64_t area_extra; /* bytes the areas beyond V_BULK each way pin, in all */
+
+/*
+ * What this process may pin, in bytes: RLIMIT_MEMLOCK, unless it holds CAP_IPC_LOCK (then the
+ * limit does not apply, on rxe as on hardware: UINT64_MAX). Root without the capability (as
+ * under setpriv, or in a container) is limited like anyone else.
+ */
+static uint64_t v_pin_limit(void)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3];
+	struct rlimit rl;
+
+	if (!syscall(SYS_capget, &hdr, caps) &&
+	    (caps[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32))))
+		return UINT64_MAX;
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		return UINT64_MAX;
+	return rl.rlim_cur;
+}
+
+static uint64_t area_budget(void)
+{
+	uint64_t lim = v_pin_limit();
+
+	return lim / 4 < V_AREA_BUDGET ? lim / 4 : V_AREA_BUDGET;
+}
+
+/* Take what an area of mib MiB each way pins beyond the least from the budget: its size, or
+ * V_BULK when the budget has no room. */
+static size_t area_take(uint32_t mib)
+{
+	uint64_t extra = 2 * ((uint64_t)mib * V_MIB - V_BULK);
+
+	if (mib <= 1)
+		return V_BULK;
+	if (atomic_fetch_add(&area_extra, extra) + extra > area_budget()) {
+		atomic_fetch_sub(&area_extra, extra);
+		return V_BULK;
+	}
+	return (size_t)mib * V_MIB;
+}
+
+static void area_give(size_t bulk)
+{
+	if (bulk > V_BULK)
+		atomic_fetch_sub(&area_extra, 2 * (bulk - V_BULK));
+}
+
+/* The area, in MiB each way, that A proposes for a connection on the TCP socket tcp. */
+static uint32_t area_want(int tcp, uint64_t *rtt_us, uint64_t *rate)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	*rtt_us = *rate = 0;
+	if (san_cfg.verbs_area != SAN_CFG_VERBS_AREA_AUTO)
+		return san_cfg.verbs_area;
+	memset(&ti, 0, sizeof(ti));
+	/* (the system call: our getsockopt would look the fd up again) */
+	if (syscall(SYS_getsockopt, tcp, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+		return 1;
+	*rtt_us = len >= offsetof(struct tcp_info, tcpi_min_rtt) + sizeof(ti.tcpi_min_rtt) &&
+				  ti.tcpi_min_rtt
+			  ? ti.tcpi_min_rtt
+			  : ti.tcpi_rtt;
+	*rate = san_verbs_port_rate();
+	if (!*rtt_us || !*rate)
+		return 1;
+	return san_window_area_units(*rate, *rtt_us, V_REGION, V_MIB, SAN_CFG_VERBS_AREA_MAX);
+}
+
 static const struct san_verbs_params v_params = {
 	.nrecv = V_NRECV,
 	.threshold = V_THRESHOLD,
@@ -277,23 +375,29 @@ static void v_free(struct vconn *v)
 		san_sys_close(v->kick);
 	if (v->anchor >= 0)
 		san_sys_close(v->anchor);
+	area_give(v->bulk);
 	free(v);
 }
 
 /*
- * Two rings in anonymous memory (ring 0: our frames out, ring 1: the peer's in), the handles
- * the provider keeps on their far ends, and the notification pair. NULL if memory is short.
+ * Two rings in anonymous memory (ring 0: our frames out, ring 1: the peer's in), room for a
+ * bulk area of bulk bytes per direction (already counted in the budget: v_free gives it back),
+ * the handles the provider keeps on the rings' far ends, and the notification pair. NULL if
+ * memory is short.
  */
-static struct vconn *v_new(void)
+static struct vconn *v_new(size_t bulk)
 {
 	size_t one = san_shm_ring_bytes(V_RING);
 	struct vconn *v = calloc(1, sizeof(*v));
 	uint8_t *base;
 
-	if (!v)
+	if (!v) {
+		area_give(bulk);
 		return NULL;
+	}
 	v->x = v->y = v->kick = v->anchor = -1;
-	v->map_len = v_area_off() + 2 * (size_t)V_BULK; /* the bulk area: registered at commit */
+	v->bulk = bulk;
+	v->map_len = v_area_off() + 2 * bulk; /* the bulk area: registered at commit */
 	base = mmap(NULL, v->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (base == MAP_FAILED) {
 		free(v);
@@ -532,7 +636,7 @@ static void ahead_post(struct vconn *v)
 			continue;
 		if (!ahead_room(v))
 			return;
-		r = san_verbs_read(v->c, &v->area, V_BULK + a->lo, s->peer_bulk_addr + a->lo,
+		r = san_verbs_read(v->c, &v->area, v->bulk + a->lo, s->peer_bulk_addr + a->lo,
 				   s->peer_bulk_key, a->hi - a->lo, cookie);
 		if (r == -EAGAIN)
 			return; /* every RDMA slot busy: a completion brings us back */
@@ -572,8 +676,8 @@ static void read_ahead(struct vconn *v, const struct v_held *first, const struct
 		return;
 	/* (the engine checks it again when it reads the pair; a bad one is not read ahead) */
 	if (san_msg_decode(second->msg, second->len, SAN_CHAN_SESSION, second->len, &m) < 0 ||
-	    m.type != SAN_T_SRC_AVAIL || m.u.src_avail.addr > V_BULK ||
-	    m.u.src_avail.len > V_BULK - m.u.src_avail.addr)
+	    m.type != SAN_T_SRC_AVAIL || m.u.src_avail.addr > v->bulk ||
+	    m.u.src_avail.len > v->bulk - m.u.src_avail.addr)
 		return;
 	v->ahead[v->nahead++] = (struct v_ahead){ .lo = m.u.src_avail.addr,
 						  .hi = m.u.src_avail.addr + m.u.src_avail.len,
@@ -1084,7 +1188,7 @@ static void v_closed(struct san_sock *s)
 /* ---- bulk: READ and GRANT (docs/verbs.md §4) ------------------------------------------- */
 
 /*
- * Each side's bulk area is one registered region of 2 V_BULK bytes: the first half holds our
+ * Each side's bulk area is one registered region of 2 x bulk bytes: the first half holds our
  * transfers' regions (the peer RDMA-READs them: SRC_AVAIL), the second mirrors the peer's
  * first half, offset for offset (our READs land there, and the peer's RDMA WRITEs into its
  * grant). The sender's stage allocates the offsets of both, so a transfer's bytes sit at the
@@ -1118,24 +1222,25 @@ static void v_bulk_setup(struct vconn *v)
 	uint8_t *area = (uint8_t *)s->map + v_area_off();
 	int r = san_fault(SAN_FAULT_REG_FAIL)
 			? -ENOMEM
-			: san_verbs_reg(v->c, area, 2 * (size_t)V_BULK,
+			: san_verbs_reg(v->c, area, 2 * v->bulk,
 					SAN_VERBS_REMOTE_READ | SAN_VERBS_REMOTE_WRITE, &v->area);
 
 	if (r < 0) {
 		/* a warning the first time (the limit is the user's to raise), then info */
 		san_log(atomic_exchange(&area_warned, true) ? SAN_LOG_INFO : SAN_LOG_WARN,
 			"fd %d: verbs: bulk area (%u KiB) not registered (%s%s): large sends go by "
-			"copy", s->fd, 2 * V_BULK >> 10, strerror(-r),
+			"copy", s->fd, (unsigned int)(2 * v->bulk >> 10), strerror(-r),
 			r == -ENOMEM || r == -EPERM ? "; raise RLIMIT_MEMLOCK (ulimit -l)" : "");
 		return;
 	}
 	s->bulk_tx = area;
-	s->bulk_rx = area + V_BULK;
-	s->bulk_size = V_BULK;
+	s->bulk_rx = area + v->bulk;
+	s->bulk_size = v->bulk;
+	s->region_max = V_REGION;
 	s->bulk_addr = (uintptr_t)area;
 	s->bulk_key = v->area.rkey;
 	s->bulk_ready = true; /* registered: pinned, nothing left to commit */
-	san_stage_init(&s->stage, V_BULK);
+	san_stage_init(&s->stage, v->bulk);
 	san_verbs_set_rdma_cb(v->c, v_rdma_done, v);
 }
 
@@ -1310,7 +1415,7 @@ static int v_ahead_wait(struct vconn *v, uint64_t off, uint64_t end)
 /* READ [off, end) of the peer's area into our mirror. 0 or -ECONNRESET. */
 static int v_fetch(struct vconn *v, uint64_t off, uint64_t end)
 {
-	if (v_read_sync(v, &v->area, V_BULK + off, off, end - off) < 0)
+	if (v_read_sync(v, &v->area, v->bulk + off, off, end - off) < 0)
 		return -ECONNRESET;
 	v->fetch_lo = off;
 	v->fetch_hi = end;
@@ -1320,8 +1425,8 @@ static int v_fetch(struct vconn *v, uint64_t off, uint64_t end)
 /* ---- READ into the application's buffer (docs/verbs-registration.md) ------------------- */
 
 /*
- * What the caches of the process may pin together: a quarter of RLIMIT_MEMLOCK (the rest is
- * for the connections' slots and areas), V_RC_BYTES at most (also without a limit: root).
+ * What the caches of the process may pin together: a quarter of what it may pin (v_pin_limit;
+ * the rest is for the connections' slots and areas), V_RC_BYTES at most (also without a limit).
  */
 static atomic_uint_fast64_t rc_pinned; /* bytes the caches' registrations pin now */
 
@@ -1329,14 +1434,11 @@ static uint64_t v_rc_budget(void)
 {
 	static _Atomic uint64_t budget;
 	uint64_t b = atomic_load_explicit(&budget, memory_order_relaxed);
-	struct rlimit rl;
 
 	if (b)
 		return b;
-	b = V_RC_BYTES;
-	if (geteuid() != 0 && !getrlimit(RLIMIT_MEMLOCK, &rl) && rl.rlim_cur != RLIM_INFINITY &&
-	    rl.rlim_cur / 4 < b)
-		b = rl.rlim_cur / 4 ? rl.rlim_cur / 4 : 1;
+	b = v_pin_limit() / 4;
+	b = b > V_RC_BYTES ? V_RC_BYTES : b ? b : 1;
 	atomic_store_explicit(&budget, b, memory_order_relaxed);
 	return b;
 }
@@ -1537,7 +1639,7 @@ static int v_bulk_push(struct san_sock *s, uint64_t off, uint64_t len)
 			san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
 		return -ECONNRESET;
 	}
-	r = san_verbs_write(v->c, &v->area, off, s->peer_bulk_addr + V_BULK + off,
+	r = san_verbs_write(v->c, &v->area, off, s->peer_bulk_addr + v->bulk + off,
 			    s->peer_bulk_key, len, V_WRITE_TAG | off);
 	if (r == -EAGAIN) {
 		v->rdma_full = true;
@@ -1683,7 +1785,8 @@ static int v_propose(struct san_sock *s)
 	struct san_verbs_conn *c = NULL;
 	struct vconn *v;
 	char host[INET6_ADDRSTRLEN];
-	size_t alen = sizeof(acc);
+	size_t alen = sizeof(acc), agreed;
+	uint64_t rtt_us, rate;
 	int r;
 
 	r = san_owner_tuple(s->fd, &s->tuple);
@@ -1696,9 +1799,10 @@ static int v_propose(struct san_sock *s)
 		return san_up_fallback(s, SAN_FB_NO_PROVIDER);
 	if (v_absent || deaf_peer(&s->tuple.peer, false))
 		return SAN_PROV_NO_PEER;
-	v = v_new();
+	v = v_new(area_take(area_want(s->tcp, &rtt_us, &rate)));
 	if (!v)
 		return san_up_fallback(s, SAN_R_RESOURCES);
+	pp.area_mib = (uint8_t)(v->bulk / V_MIB);
 	s->nonce_mine = san_up_nonce();
 	pp.magic = htobe32(V_PROPOSE_MAGIC);
 	pp.ver_min = pp.ver_max = SAN_PROTO_VERSION;
@@ -1733,11 +1837,22 @@ static int v_propose(struct san_sock *s)
 		return SAN_PROV_NO_PEER; /* no listener, route or device: the peer is not on verbs */
 	}
 	v->c = c;
+	agreed = (acc.area_mib ? acc.area_mib : 1) * (size_t)V_MIB;
 	if (alen < sizeof(acc) || be32toh(acc.magic) != V_ACCEPT_MAGIC ||
-	    acc.version != SAN_PROTO_VERSION || be32toh(acc.max_msg) < V_MAX_MSG) {
+	    acc.version != SAN_PROTO_VERSION || be32toh(acc.max_msg) < V_MAX_MSG ||
+	    agreed > v->bulk) {
 		v_free(v); /* B sees the disconnect before our SWITCH: it resumes TCP */
 		return san_up_fallback(s, SAN_R_MALFORMED);
 	}
+	if (agreed < v->bulk) {
+		/* B took less: the rest of what we counted goes back (the mapping stays as it is) */
+		atomic_fetch_sub(&area_extra, 2 * (v->bulk - agreed));
+		v->bulk = agreed;
+	}
+	san_debug("fd %d: verbs: bulk area %zu MiB each way (min RTT %llu us x port %llu Mbit/s%s)",
+		  s->fd, v->bulk / V_MIB, (unsigned long long)rtt_us,
+		  (unsigned long long)(rate / 1000000),
+		  san_cfg.verbs_area == SAN_CFG_VERBS_AREA_AUTO ? "; auto" : "; SANSWITCH_VERBS_AREA");
 	if (v_attach(v, s) < 0) {
 		v_free(v);
 		return san_up_fallback(s, SAN_R_RESOURCES);
@@ -1865,9 +1980,17 @@ static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
 	struct v_accept acc = { .magic = htobe32(V_ACCEPT_MAGIC), .version = SAN_PROTO_VERSION,
 				.max_msg = htobe32(V_MAX_MSG) };
 	struct san_verbs_conn *c = NULL;
-	struct vconn *v = v_new();
+	uint32_t mib = pp->area_mib ? pp->area_mib : 1;
+	struct vconn *v;
 	bool ok;
 	int r;
+
+	/* at most what A proposed (it mapped that much), and what our own setting allows */
+	if (mib > SAN_CFG_VERBS_AREA_MAX)
+		mib = SAN_CFG_VERBS_AREA_MAX;
+	if (san_cfg.verbs_area != SAN_CFG_VERBS_AREA_AUTO && san_cfg.verbs_area < mib)
+		mib = san_cfg.verbs_area;
+	v = v_new(area_take(mib));
 
 	if (!v) {
 		b_reject(rq, SAN_R_RESOURCES);
@@ -1886,6 +2009,9 @@ static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
 		s->peer_caps = be16toh(pp->caps) & V_CAPS;
 		acc.caps = htobe32(V_CAPS);
 		acc.nonce = htobe64(s->nonce_mine);
+		acc.area_mib = (uint8_t)(v->bulk / V_MIB);
+		san_debug("fd %d: verbs: bulk area %zu MiB each way (%u proposed)", s->fd,
+			  v->bulk / V_MIB, (unsigned int)pp->area_mib);
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!ok) {

@@ -80,6 +80,7 @@ struct san_sock {
 	uint8_t *bulk_tx; /* our bulk area (READ regions we offer), NULL if none */
 	uint8_t *bulk_rx; /* the peer's bulk area (verbs: our mirror of it), NULL if none */
 	uint64_t bulk_size;
+	uint64_t region_max; /* a transfer's region at most (0: bulk_size / 4) */
 	uint64_t bulk_addr, peer_bulk_addr; /* verbs: the areas' registered address and key, */
 	uint32_t bulk_key, peer_bulk_key;   /* ours and the peer's (its standing WRITE_GRANT) */
 	struct san_stage stage; /* which bytes of bulk_tx the peer still has to read */

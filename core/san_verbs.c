@@ -5,7 +5,7 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <poll.h>
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -813,6 +813,78 @@ size_t san_verbs_mr_len(const void *mr)
 	return mr ? ((const struct ibv_mr *)mr)->length : 0;
 }
 
+static struct ibv_context **devices; /* kept: the devices stay open (san_verbs_connect) */
+
+static void open_devices_once(void)
+{
+	devices = rdma_get_devices(NULL);
+}
+
+/* librdmacm's devices, opened once per process and kept (NULL when there are none). */
+static struct ibv_context **open_devices(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, open_devices_once);
+	return devices;
+}
+
+uint64_t san_verbs_rate_of(uint8_t active_width, uint32_t active_speed)
+{
+	static const struct {
+		uint32_t code;
+		uint64_t mbps; /* one lane */
+	} speeds[] = {
+		{ 1, 2500 },   /* SDR */
+		{ 2, 5000 },   /* DDR */
+		{ 4, 10000 },  /* QDR */
+		{ 8, 10313 },  /* FDR10 */
+		{ 16, 14063 }, /* FDR */
+		{ 32, 25781 }, /* EDR */
+		{ 64, 53125 }, /* HDR */
+		{ 128, 106250 }, /* NDR */
+		{ 256, 212500 }, /* XDR */
+	};
+	uint64_t lanes;
+
+	switch (active_width) {
+	case 1: lanes = 1; break;
+	case 2: lanes = 4; break;
+	case 4: lanes = 8; break;
+	case 8: lanes = 12; break;
+	case 16: lanes = 2; break;
+	default: return 0;
+	}
+	for (size_t i = 0; i < sizeof(speeds) / sizeof(speeds[0]); i++)
+		if (speeds[i].code == active_speed)
+			return lanes * speeds[i].mbps * 1000000ull;
+	return 0;
+}
+
+uint64_t san_verbs_port_rate(void)
+{
+	struct ibv_context **d = open_devices();
+	uint64_t best = 0;
+
+	for (; d && *d; d++) {
+		struct ibv_device_attr da;
+
+		if (ibv_query_device(*d, &da))
+			continue;
+		for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
+			struct ibv_port_attr pa;
+			uint64_t r;
+
+			if (ibv_query_port(*d, p, &pa) || pa.state != IBV_PORT_ACTIVE)
+				continue;
+			r = san_verbs_rate_of(pa.active_width, pa.active_speed);
+			if (r > best)
+				best = r;
+		}
+	}
+	return best;
+}
+
 bool san_verbs_fork_unneeded(void)
 {
 	return ibv_is_fork_initialized() == IBV_FORK_UNNEEDED;
@@ -905,8 +977,6 @@ static struct san_verbs_conn *conn_new(const struct san_verbs_params *p)
 	return c;
 }
 
-static atomic_bool devices_opened;
-static struct ibv_context **devices; /* kept: the devices stay open (san_verbs_connect) */
 
 int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_params *params,
 		      const void *pdata, size_t pdata_len, int timeout_ms,
@@ -947,8 +1017,7 @@ int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_pa
 	 * first connect of a process opens them all here, before the clock starts; they stay open
 	 * for the process's life, as librdmacm keeps them once used anyway.
 	 */
-	if (!atomic_exchange(&devices_opened, true))
-		devices = rdma_get_devices(NULL);
+	(void)open_devices();
 	t_init = now_ms() - t0;
 	if (timeout_ms >= 0)
 		deadline = now_ms() + timeout_ms;

@@ -229,6 +229,16 @@ size_t san_verbs_mr_len(const void *mr);
  */
 bool san_verbs_fork_unneeded(void);
 
+/*
+ * The fastest active port of this host's RDMA devices, in bits per second (lanes x lane speed,
+ * as ibv_query_port reports them); 0 when there is none or it cannot be told. Opens the devices
+ * the first time (they stay open, as for san_verbs_connect).
+ */
+uint64_t san_verbs_port_rate(void);
+
+/* ibv_port_attr's active_width and active_speed codes as bits per second; 0 if unknown. */
+uint64_t san_verbs_rate_of(uint8_t active_width, uint32_t active_speed);
+
 /* A READ or WRITE completed: status 0, or -ECONNRESET when it failed (the connection is broken
  * then: every other outstanding one reports the same). Called from san_verbs_poll. */
 typedef void (*san_verbs_rdma_cb)(void *arg, uint64_t cookie, int status);

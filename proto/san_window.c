@@ -304,3 +304,16 @@ uint64_t san_window_rto_ns(const struct san_window *w)
 		return 0;
 	return sat_add(w->srtt_ns, w->rttvar_ns > UINT64_MAX / 4 ? UINT64_MAX : 4 * w->rttvar_ns);
 }
+
+uint32_t san_window_area_units(uint64_t rate_bps, uint64_t rtt_us, uint64_t extra, uint64_t unit,
+			       uint32_t max)
+{
+	uint64_t need, units;
+
+	if (!rate_bps || !rtt_us || !unit || !max)
+		return 1;
+	need = san_window_muldiv(rate_bps / 8, rtt_us, 1000000ull / 2); /* x 2 RTT, in bytes */
+	need = sat_add(need, extra);
+	units = need / unit + (need % unit != 0);
+	return units < 1 ? 1 : units > max ? max : (uint32_t)units;
+}

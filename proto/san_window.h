@@ -167,4 +167,16 @@ uint64_t san_window_rto_ns(const struct san_window *w);
 /* floor(a * b / c) exactly, saturating to UINT64_MAX when it does not fit (or c == 0). */
 uint64_t san_window_muldiv(uint64_t a, uint64_t b, uint64_t c);
 
+/*
+ * The sender's area a link asks for at set-up, in units of unit bytes (verbs: MiB each way;
+ * docs/verbs.md §4, "Window"): a region is held from its SRC_AVAIL to its READ_DONE, two round
+ * trips, so the area must cover rate x 2 RTT, plus one region (extra) for the turnaround:
+ *
+ *     ceil((rate_bps / 8 * 2 * rtt_us / 10^6 + extra) / unit),   clamped to [1, max]
+ *
+ * 1 when the rate or the RTT is unknown (0); saturating, never wrapping. unit and max > 0.
+ */
+uint32_t san_window_area_units(uint64_t rate_bps, uint64_t rtt_us, uint64_t extra, uint64_t unit,
+			       uint32_t max);
+
 #endif /* SAN_WINDOW_H */

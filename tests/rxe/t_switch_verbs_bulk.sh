@@ -23,6 +23,39 @@ for SANSWITCH_BULK in read grant; do
 	vcase halfclose.nonblock 2 -T 2 -n -m select -- -T 2 -n -m select --half-close -b 2M -s 34
 	log "SANSWITCH_BULK=$SANSWITCH_BULK: every case by RDMA, crc32 as kernel-only"
 done
+# ---- A bulk area larger than a short link gets (docs/verbs.md §4, "Window": agreed at set-up,
+# SANSWITCH_VERBS_AREA): 4 MiB each way at both ends, by READ and by GRANT, each side's debug
+# line saying 4 MiB (offsets past the first MiB, in the regions and in the mirror); then a
+# client that proposes 8 to a server that allows 2: both use 2.
+area_line() { grep -c "verbs: bulk area $2 MiB each way" "$1"; }
+for SANSWITCH_BULK in read grant; do
+	export SANSWITCH_BULK SANSWITCH_VERBS_AREA=4 SANSWITCH_LOG=debug
+	vcase area4.large.block 2 -T 2 --max-write 4M --echo-buf 4M -- \
+		-T 2 --min-write 256K --max-write 4M -b 8M -s 36
+	for f in cli srv; do
+		[ "$(area_line "$TMP/area4.large.block.$SANSWITCH_BULK.$f.err" 4)" -eq 2 ] ||
+			fail "area4.$SANSWITCH_BULK: $f: not both connections with a 4 MiB area"
+	done
+done
+unset SANSWITCH_VERBS_AREA
+export SANSWITCH_BULK=read
+vpair area.none none none 1 -a "$addr" -- -a "$addr" -b 4M -s 37
+kcrc=$VCRC
+export SANSWITCH_VERBS_AREA=2
+start_server area.srv pre --conns-total 1 -t 60 -a "$addr"
+export SANSWITCH_VERBS_AREA=8
+rc=0
+as_t pre 90 "$SANVERIFY" client -a "$addr" -p "$SERVER_PORT" -c 1 -b 4M -s 37 -t 60 \
+	>"$TMP/area.cli.out" 2>"$TMP/area.cli.err" || rc=$?
+wait_pid "$SERVER_PID" 30 || true
+unset SANSWITCH_VERBS_AREA SANSWITCH_LOG
+[ "$rc" -eq 0 ] || { show "$TMP/area.cli.out" "$TMP/area.cli.err"; fail "area 8/2: client exit $rc"; }
+grep -q "crc32=$kcrc" "$TMP/area.cli.out" || fail "area 8/2: crc32 differs from kernel-only"
+[ "$(area_line "$TMP/area.cli.err" 2)" -eq 1 ] && [ "$(area_line "$TMP/area.srv.err" 2)" -eq 1 ] ||
+	{ show "$TMP/area.cli.err"; fail "area 8/2: the agreed area is not 2 MiB at both ends"; }
+grep -q 'verbs: bulk area 2 MiB each way (8 proposed)' "$TMP/area.srv.err" ||
+	fail "area 8/2: the server did not see the client's 8 MiB proposal"
+log "bulk area 4 MiB each way (read and grant), and 8 proposed / 2 allowed: 2 at both ends; crc32 as kernel-only"
 # ---- RLIMIT_MEMLOCK enough for the control slots, not for the bulk area (rxe enforces the limit
 # only without CAP_IPC_LOCK; each connection pins about 1.5 MiB of slots, 64 receive and 32 send
 # of 16 KiB, and its area would pin 2 MiB more, so 3.25 MiB admits both connections' slots and

@@ -34,7 +34,8 @@ static int cfg_eq(const struct san_config *a, const struct san_config *b)
 {
 	return a->disable == b->disable && a->bulk == b->bulk && a->inline_max == b->inline_max &&
 	       a->spin_us == b->spin_us && a->provider == b->provider && a->stats == b->stats &&
-	       a->faults == b->faults && a->direct == b->direct && a->read_ahead == b->read_ahead;
+	       a->faults == b->faults && a->direct == b->direct && a->read_ahead == b->read_ahead &&
+	       a->verbs_area == b->verbs_area;
 }
 
 /* Warnings are the subject of one case only; the others keep stderr quiet. */
@@ -100,7 +101,8 @@ enum field {
 	F_STATS,
 	F_FAULTS,
 	F_DIRECT,
-	F_AHEAD
+	F_AHEAD,
+	F_AREA
 };
 
 static const struct {
@@ -147,9 +149,17 @@ static const struct {
 	{ "SANSWITCH_READ_AHEAD", "8", F_AHEAD, 0, 8 },
 	{ "SANSWITCH_READ_AHEAD", "auto", F_AHEAD, 0, SAN_CFG_READ_AHEAD_AUTO },
 	{ "SANSWITCH_READ_AHEAD", "AUTO", F_AHEAD, 0, SAN_CFG_READ_AHEAD_AUTO },
-	{ "SANSWITCH_READ_AHEAD", "9", F_AHEAD, 1, SAN_CFG_READ_AHEAD_AUTO },
+	{ "SANSWITCH_READ_AHEAD", "16", F_AHEAD, 0, 16 },
+	{ "SANSWITCH_READ_AHEAD", "17", F_AHEAD, 1, SAN_CFG_READ_AHEAD_AUTO },
 	{ "SANSWITCH_READ_AHEAD", "two", F_AHEAD, 1, SAN_CFG_READ_AHEAD_AUTO },
 	{ "SANSWITCH_READ_AHEAD", "-1", F_AHEAD, 1, SAN_CFG_READ_AHEAD_AUTO },
+	{ "SANSWITCH_VERBS_AREA", "auto", F_AREA, 0, SAN_CFG_VERBS_AREA_AUTO },
+	{ "SANSWITCH_VERBS_AREA", "Auto", F_AREA, 0, SAN_CFG_VERBS_AREA_AUTO },
+	{ "SANSWITCH_VERBS_AREA", "1", F_AREA, 0, 1 },
+	{ "SANSWITCH_VERBS_AREA", "16", F_AREA, 0, 16 },
+	{ "SANSWITCH_VERBS_AREA", "0", F_AREA, 1, SAN_CFG_VERBS_AREA_AUTO },
+	{ "SANSWITCH_VERBS_AREA", "17", F_AREA, 1, SAN_CFG_VERBS_AREA_AUTO },
+	{ "SANSWITCH_VERBS_AREA", "4M", F_AREA, 1, SAN_CFG_VERBS_AREA_AUTO },
 	{ "SANSWITCH_SPIN_US", "0", F_SPIN, 0, 0 },
 	{ "SANSWITCH_SPIN_US", "250", F_SPIN, 0, 250 },
 	{ "SANSWITCH_SPIN_US", "1000000", F_SPIN, 0, 1000000 },
@@ -202,6 +212,8 @@ static uint32_t field_of(const struct san_config *c, enum field f)
 		return c->direct;
 	case F_AHEAD:
 		return c->read_ahead;
+	case F_AREA:
+		return c->verbs_area;
 	}
 	return ~0u;
 }
@@ -246,6 +258,9 @@ START_TEST(test_variable)
 		break;
 	case F_AHEAD:
 		d.read_ahead = san_config_defaults.read_ahead;
+		break;
+	case F_AREA:
+		d.verbs_area = san_config_defaults.verbs_area;
 		break;
 	}
 	ck_assert(cfg_eq(&d, &san_config_defaults));

@@ -522,6 +522,32 @@ START_TEST(test_zero_bytes)
 }
 END_TEST
 
+/* The set-up sizing of the sender's area: rate x 2 RTT + one region, in MiB, clamped. */
+START_TEST(test_area_units)
+{
+	const uint64_t mib = 1u << 20, region = 256u << 10;
+
+	/* unknown rate or RTT: the least */
+	REQUIRE_EQ(san_window_area_units(0, 10000, region, mib, 16), 1);
+	REQUIRE_EQ(san_window_area_units(10000000000ull, 0, region, mib, 16), 1);
+	/* a short link: 10 Gbit/s x 2 x 50 us = 125 000 B, + 256 KiB: under 1 MiB */
+	REQUIRE_EQ(san_window_area_units(10000000000ull, 50, region, mib, 16), 1);
+	/* exactly 1 MiB is one unit, one byte more is two */
+	REQUIRE_EQ(san_window_area_units(8 * mib, 500000, 0, mib, 16), 1);
+	REQUIRE_EQ(san_window_area_units(8 * mib, 500000, 1, mib, 16), 2);
+	/* 2.5 Gbit/s (rxe's claim) x 2 x 10 ms = 6 250 000 B + 262 144 = 6.21 MiB: 7 */
+	REQUIRE_EQ(san_window_area_units(2500000000ull, 10000, region, mib, 16), 7);
+	/* 100 Gbit/s x 2 x 1 ms = 25 000 000 B + region = 24.09 MiB: clamped to 16 */
+	REQUIRE_EQ(san_window_area_units(100000000000ull, 1000, region, mib, 16), 16);
+	/* products past 64 bits saturate to max, never wrap to a small area */
+	REQUIRE_EQ(san_window_area_units(UINT64_MAX, UINT64_MAX, UINT64_MAX, mib, 16), 16);
+	REQUIRE_EQ(san_window_area_units(UINT64_MAX, 1, 0, 1, UINT32_MAX), UINT32_MAX);
+	/* nonsense parameters: the least */
+	REQUIRE_EQ(san_window_area_units(8 * mib, 1000, 0, 0, 16), 1);
+	REQUIRE_EQ(san_window_area_units(8 * mib, 1000, 0, mib, 0), 1);
+}
+END_TEST
+
 START_TEST(test_muldiv)
 {
 	REQUIRE(san_window_muldiv(6, 7, 3) == 14);
@@ -678,6 +704,7 @@ Suite *make_window_suite(void)
 	tcase_add_test(tc, test_time_backwards);
 	tcase_add_test(tc, test_zero_bytes);
 	tcase_add_test(tc, test_muldiv);
+	tcase_add_test(tc, test_area_units);
 	tcase_add_test(tc, test_overflow_saturates);
 	suite_add_tcase(s, tc);
 
