@@ -173,14 +173,19 @@ struct vconn {
 	uint32_t done_ids[SAN_STAGE_RECS]; /* READ_DONEs we owe the peer, oldest first */
 	uint32_t ndone, done_head;
 	uint32_t bulk_open; /* the peer's bulk transfers in rxr, not yet delivered in full */
-	struct v_ahead {    /* transfers to READ ahead, in transfer order (docs/verbs.md §4) */
+	/*
+	 * Transfers to READ ahead, in transfer order (docs/verbs.md §4): room for every transfer
+	 * the sender may have open (its stage's records), so that none is left out while a later
+	 * one is queued; how many are READ at once is the depth's (ahead_room).
+	 */
+	struct v_ahead {
 		uint64_t lo, hi; /* the transfer's rest, in the mirror */
 		uint64_t cookie; /* posted: done once rd_done >= cookie */
 		uint32_t id;
 		bool posted;	 /* its READ is out (else it waits for the depth to allow it) */
 		bool reached;	 /* the application has come to it */
 		bool used;	 /* a receive copied from it (counted) */
-	} ahead[V_AHEAD_MAX];
+	} ahead[SAN_STAGE_RECS];
 	uint32_t nahead;
 	struct san_ahead ra; /* how many READs ahead may be out (SANSWITCH_READ_AHEAD=auto) */
 	/* ---- READ into the application's buffer (docs/verbs-registration.md) ---- */
@@ -627,6 +632,8 @@ static void ahead_post(struct vconn *v)
 {
 	struct san_sock *s = v->s;
 
+	if (!s->peer_grant)
+		return; /* the peer's area is not known yet: the first READ on demand posts these */
 	for (uint32_t i = 0; i < v->nahead && !v->gone && !s->err; i++) {
 		struct v_ahead *a = &v->ahead[i];
 		uint64_t cookie = v->rd_seq + 1;
@@ -671,8 +678,12 @@ static void read_ahead(struct vconn *v, const struct v_held *first, const struct
 	bool behind = v->bulk_open++ > 0; /* (counted whatever follows: v_xfer_done uncounts) */
 	struct san_msg m;
 
-	if (!behind || v->gone || !san_cfg.read_ahead || v->nahead == V_AHEAD_MAX ||
-	    !s->peer_grant || !s->bulk_rx || data_mode(first->msg) != SAN_XMODE_READ)
+	/*
+	 * (queued even before the peer's WRITE_GRANT, which names its area, is read out of rxr: an
+	 * application that has not read yet has not read that either; ahead_post waits for it)
+	 */
+	if (!behind || v->gone || !san_cfg.read_ahead || v->nahead == SAN_STAGE_RECS ||
+	    !s->bulk_rx || data_mode(first->msg) != SAN_XMODE_READ)
 		return;
 	/* (the engine checks it again when it reads the pair; a bad one is not read ahead) */
 	if (san_msg_decode(second->msg, second->len, SAN_CHAN_SESSION, second->len, &m) < 0 ||
