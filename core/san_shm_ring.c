@@ -204,6 +204,8 @@ int san_shm_ring_prod_commit(struct san_shm_prod *p)
 	}
 	p->prod += p->res_pad + (uint64_t)n;
 	p->seq++;
+	if (p->hold)
+		return 0; /* published by san_shm_ring_src_move, with the offer's move */
 	/*
 	 * (3) then (4) of the doorbell argument in the header. The exchange is the seq_cst store
 	 * (on x86 one locked xchg, cheaper than mov + mfence); it is also the release that
@@ -279,23 +281,41 @@ static int san_shm_cons_fail(struct san_shm_cons *c, const char *why)
 	return -EPROTO;
 }
 
+static uint64_t src_moved_to(struct san_shm_cons *c);
+
 /*
  * Take a fresh look at the producer's index and check the claim. seq_cst: it is the acquire
- * that makes the frame bytes below prod visible, and (2) of the doorbell argument.
+ * that makes the frame bytes below prod visible, and (2) of the doorbell argument. When
+ * nothing new is published, a direct-read offer the producer gave up may have put its bytes
+ * into the ring already (MOVED, protocol.md "Direct read on shm"): its src_to is then a claim
+ * like prod, readable at once and checked the same way. The slot goes FREE only after prod is
+ * published, so prod is loaded again after the slot's word: a move published between the two
+ * looks is not missed.
  */
 static int san_shm_cons_refresh(struct san_shm_cons *c)
 {
-	uint64_t p = atomic_load_explicit(&c->sh->prod, memory_order_seq_cst);
+	uint64_t pub = atomic_load_explicit(&c->sh->prod, memory_order_seq_cst), p = pub;
 
-	if (p == c->prod)
-		return 0;
-	if (p < c->prod)
+	if (pub < c->pub)
 		return san_shm_cons_fail(c, "producer index went backwards");
+	if (pub <= c->prod) {
+		uint64_t to = src_moved_to(c);
+
+		pub = atomic_load_explicit(&c->sh->prod, memory_order_seq_cst);
+		if (pub < c->pub)
+			return san_shm_cons_fail(c, "producer index went backwards");
+		p = pub > to ? pub : to;
+		if (p <= c->prod) {
+			c->pub = pub;
+			return 0;
+		}
+	}
 	if (p - c->cons > c->size)
 		return san_shm_cons_fail(c, "producer index claims more than the ring holds");
 	if (p % SAN_FRAME_ALIGN)
 		return san_shm_cons_fail(c, "producer index not a multiple of 8");
 	c->prod = p;
+	c->pub = pub;
 	return 0;
 }
 
@@ -428,7 +448,7 @@ int san_shm_ring_cons_arm(struct san_shm_cons *c)
 		return 1;
 	}
 	/* An offer made before our flag was up (its producer saw no flag: no doorbell). */
-	if (san_shm_ring_src_find(c, &(struct san_shm_src){ 0 }) == 1) {
+	if (san_shm_ring_src_find(c, &(struct san_shm_src){ 0 }) != 0) {
 		san_shm_ring_cons_disarm(c);
 		return 1;
 	}
@@ -589,21 +609,118 @@ int san_shm_ring_src_settle(struct san_shm_prod *p, uint32_t id, uint64_t len, b
 	return (int)st;
 }
 
+/*
+ * The slot says MOVED with src_at where our index stands: the src_to it names (unchecked: the
+ * caller checks it as a producer index), else 0. The fields belong to word w only if the word
+ * is still w after we read them (each read once: the peer may rewrite them meanwhile).
+ */
+static uint64_t src_moved_to(struct san_shm_cons *c)
+{
+	struct san_shm_ring_shared *sh = c->sh;
+	uint64_t w = atomic_load_explicit(&sh->src, memory_order_seq_cst), at, to;
+
+	if ((uint32_t)w != SAN_SHM_SRC_MOVED)
+		return 0;
+	at = *(volatile const uint64_t *)&sh->src_at;
+	to = *(volatile const uint64_t *)&sh->src_to;
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&sh->src, memory_order_relaxed) != w || at != c->prod ||
+	    to <= c->prod)
+		return 0;
+	return to;
+}
+
+/*
+ * With the ring empty at rd, and no offer there: did frames come after all (an offer moved
+ * into the ring, or frames published since the caller looked)? 2 if so, or if the ring broke
+ * (the caller's peek says so); else 0.
+ */
+static int src_moved(struct san_shm_cons *c)
+{
+	if (c->prod != c->rd)
+		return 0;
+	if (san_shm_cons_refresh(c) < 0 || c->prod != c->rd)
+		return 2;
+	return 0;
+}
+
 int san_shm_ring_src_find(struct san_shm_cons *c, struct san_shm_src *o)
 {
 	struct san_shm_ring_shared *sh = c->sh;
-	uint64_t w = atomic_load_explicit(&sh->src, memory_order_seq_cst);
+	uint64_t w = atomic_load_explicit(&sh->src, memory_order_seq_cst), at;
 
-	if (c->err || (uint32_t)w != SAN_SHM_SRC_OFFERED)
+	if (c->err)
 		return 0;
+	if ((uint32_t)w != SAN_SHM_SRC_OFFERED)
+		return src_moved(c);
 	o->id = (uint32_t)(w >> 32);
-	o->addr = sh->src_addr;
-	o->len = sh->src_len;
+	o->addr = *(volatile const uint64_t *)&sh->src_addr;
+	o->len = *(volatile const uint64_t *)&sh->src_len;
+	at = *(volatile const uint64_t *)&sh->src_at;
 	/* The fields belong to offer w only if the word is still w after we read them. */
-	if (sh->src_at != c->rd || !o->len ||
-	    atomic_load_explicit(&sh->src, memory_order_acquire) != w)
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&sh->src, memory_order_relaxed) != w)
+		return src_moved(c);
+	if (at != c->rd || !o->len)
 		return 0;
 	return 1;
+}
+
+void san_shm_ring_prod_hold(struct san_shm_prod *p)
+{
+	p->hold = true;
+	p->hold_prod = p->prod;
+	p->hold_seq = p->seq;
+}
+
+void san_shm_ring_prod_unhold(struct san_shm_prod *p)
+{
+	if (!p->hold)
+		return;
+	/* the held frames were never visible: drop them */
+	p->hold = false;
+	p->prod = p->hold_prod;
+	p->seq = p->hold_seq;
+	p->res_cap = 0;
+}
+
+int san_shm_ring_src_move(struct san_shm_prod *p, uint32_t id)
+{
+	struct san_shm_ring_shared *sh = p->sh;
+	uint64_t w = src_word(id, SAN_SHM_SRC_OFFERED);
+
+	uint64_t to0;
+
+	if (!p->hold)
+		return -EBUSY;
+	if (p->err || p->prod == p->hold_prod) {
+		san_shm_ring_prod_unhold(p); /* nothing to move */
+		return -EBUSY;
+	}
+	to0 = sh->src_to;
+	sh->src_to = p->prod;
+	/* seq_cst: also the release of the frames and of src_to, as a commit's store of prod */
+	if (!atomic_compare_exchange_strong_explicit(&sh->src, &w, src_word(id, SAN_SHM_SRC_MOVED),
+						     memory_order_seq_cst, memory_order_seq_cst)) {
+		/* claimed first: as if we had never tried (src_to means nothing unless MOVED) */
+		sh->src_to = to0;
+		san_shm_ring_prod_unhold(p);
+		return -EBUSY;
+	}
+	p->hold = false;
+	return 0;
+}
+
+int san_shm_ring_src_publish(struct san_shm_prod *p)
+{
+	struct san_shm_ring_shared *sh = p->sh;
+
+	atomic_exchange_explicit(&sh->prod, p->prod, memory_order_seq_cst);
+	atomic_store_explicit(&sh->src, SAN_SHM_SRC_FREE, memory_order_release);
+	if (atomic_load_explicit(&sh->cons_armed, memory_order_seq_cst) &&
+	    atomic_exchange_explicit(&sh->cons_armed, 0, memory_order_seq_cst))
+		return 1;
+	return atomic_load_explicit(&sh->cons_edges, memory_order_relaxed) != 0;
 }
 
 bool san_shm_ring_src_still(struct san_shm_cons *c, const struct san_shm_src *o)

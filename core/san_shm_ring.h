@@ -57,9 +57,11 @@
  * before it reads a frame. Every byte below prod is therefore complete when the consumer looks
  * at it, so a frame inside [rd, prod) that fails san_frame_check() is not "not there yet": it
  * is a protocol error at once. Bytes at or beyond prod are not looked at ("not there yet" is
- * -EAGAIN). The seq/hash trailer is kept anyway: it catches a peer that published an index
- * before its bytes, skipped or repeated a frame, or scribbled over one; and it is the same
- * frame format an RDMA-write ring will need, where no index orders the bytes.
+ * -EAGAIN), except the frames a given-up direct-read offer moved there (up to a MOVED slot's
+ * src_to, checked as the producer index is: san_shm_ring_src_move). The seq/hash trailer is
+ * kept anyway: it catches a peer that published an index before its bytes, skipped or
+ * repeated a frame, or scribbled over one; and it is the same frame format an RDMA-write ring
+ * will need, where no index orders the bytes.
  *
  * A checked frame still lies in memory the peer can write. The ring guarantees only that
  * msg..msg+len lies inside the data area. Decode it once (san_msg_decode into a private struct)
@@ -148,7 +150,8 @@ struct san_shm_ring_shared {
 	uint64_t src_addr;    /* the buffer, in the producer's address space */
 	uint64_t src_len;
 	uint64_t src_got;     /* bytes the consumer read (DONE), or read before it failed */
-	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 96];
+	uint64_t src_to;      /* MOVED: the producer index just past the frames that took it */
+	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 104];
 	/* Block 1: the producer's line. */
 	_Atomic uint64_t prod;	     /* bytes committed, ever; a multiple of 8 */
 	_Atomic uint32_t cons_armed; /* 1: consumer sleeps, wants a doorbell (set by consumer) */
@@ -169,16 +172,19 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
 /* Producer handle: private to the producing process. Fields are read-only for callers. */
 struct san_shm_prod {
 	struct san_shm_ring_shared *sh;
-	uint8_t *data;	  /* the data area */
-	uint64_t size;	  /* data area bytes (private copy) */
-	uint32_t max_msg; /* largest message (header + len) this ring carries */
-	uint32_t seq;	  /* seq of the next frame */
-	uint64_t prod;	  /* bytes committed: the truth, never read back from sh */
-	uint64_t cons;	  /* last consumer index seen and checked */
-	uint64_t res_pad; /* open reservation: tail bytes it skips (PAD), or 0 */
-	uint32_t res_cap; /* open reservation: frame bytes, 0 if none */
-	int err;	  /* 0, or -EPROTO once the peer broke the ring (sticky) */
-	const char *why;  /* with err: which rule, for the log */
+	uint8_t *data;	    /* the data area */
+	uint64_t size;	    /* data area bytes (private copy) */
+	uint32_t max_msg;   /* largest message (header + len) this ring carries */
+	uint32_t seq;	    /* seq of the next frame */
+	uint64_t prod;	    /* bytes committed: the truth, never read back from sh */
+	uint64_t cons;	    /* last consumer index seen and checked */
+	uint64_t res_pad;   /* open reservation: tail bytes it skips (PAD), or 0 */
+	uint32_t res_cap;   /* open reservation: frame bytes, 0 if none */
+	int err;	    /* 0, or -EPROTO once the peer broke the ring (sticky) */
+	const char *why;    /* with err: which rule, for the log */
+	bool hold;	    /* commits seal and advance prod but do not publish it (src_move) */
+	uint64_t hold_prod; /* with hold: prod and seq where it began */
+	uint32_t hold_seq;
 };
 
 /* Consumer handle: private to the consuming process. Fields are read-only for callers. */
@@ -190,7 +196,8 @@ struct san_shm_cons {
 	uint32_t seq;	   /* seq expected at rd */
 	uint64_t rd;	   /* read cursor: where the next frame (or PAD) starts */
 	uint64_t cons;	   /* bytes released to the producer: the truth */
-	uint64_t prod;	   /* last producer index seen and checked */
+	uint64_t prod;	   /* last producer index seen and checked (or a move's src_to) */
+	uint64_t pub;	   /* last producer index seen published in sh->prod */
 	uint64_t peek_end; /* end of the frame peeked at rd, 0 if none */
 	uint32_t peek_len;
 	const void *peek_msg;
@@ -372,6 +379,9 @@ enum {
 	SAN_SHM_SRC_CLAIMED = 2, /* set by the consumer: it reads, then reports */
 	SAN_SHM_SRC_DONE = 3,	 /* the consumer read src_got bytes; the producer frees the slot */
 	SAN_SHM_SRC_FAILED = 4,	 /* the consumer could not read (src_got: the prefix it has) */
+	SAN_SHM_SRC_MOVED = 5,	 /* the producer gave it up with its bytes already framed in the
+				  * ring from src_at to src_to: readable there at once, even
+				  * before prod says so (then FREE again) */
 };
 
 /* A current offer, as the consumer found it. */
@@ -400,9 +410,36 @@ int san_shm_ring_src_settle(struct san_shm_prod *p, uint32_t id, uint64_t len, b
 			    uint64_t *got);
 
 /*
+ * Producer: from now on, commits seal their frames and advance p->prod without publishing
+ * them (no doorbell either), until san_shm_ring_src_move publishes them or
+ * san_shm_ring_prod_unhold drops them (prod and seq back to where the hold began).
+ */
+void san_shm_ring_prod_hold(struct san_shm_prod *p);
+void san_shm_ring_prod_unhold(struct san_shm_prod *p);
+
+/*
+ * Producer: give offer id up by moving its bytes into the ring, in one step for the consumer
+ * (which was woken for them and must never find them gone). Before it, the producer took a
+ * hold where the offer stood and committed the frames that carry the bytes (sealed, p->prod
+ * advanced, nothing published). If the offer is still OFFERED it becomes MOVED (src_to: the
+ * new prod) in one compare-and-swap, so that a consumer that finds it so reads the frames at
+ * once, before prod says so; san_shm_ring_src_publish then
+ * publishes prod and frees the slot. Returns 0, or -EBUSY if the consumer claimed the offer
+ * first (or the word is not ours, or nothing is held): then the held frames are dropped, the
+ * slot and the published indices are as they were, and the claim stands. p->hold is clear on
+ * return.
+ */
+int san_shm_ring_src_move(struct san_shm_prod *p, uint32_t id);
+
+/* Producer, right after a successful move: 1 (ring the consumer's doorbell) or 0. */
+int san_shm_ring_src_publish(struct san_shm_prod *p);
+
+/*
  * Consumer, with its ring found empty: is there an offer at the read cursor? 1 and *o filled;
- * 0 if not. Reading the offer's bytes without claiming (a peek) is valid only if
- * san_shm_ring_src_still() says so afterwards.
+ * 2 if there is none but frames came meanwhile (the offer was moved into the ring: peek
+ * again; also when the ring broke, which the peek then says); 0 if neither. Reading the
+ * offer's bytes without claiming (a peek) is valid only if san_shm_ring_src_still() says so
+ * afterwards.
  */
 int san_shm_ring_src_find(struct san_shm_cons *c, struct san_shm_src *o);
 bool san_shm_ring_src_still(struct san_shm_cons *c, const struct san_shm_src *o);

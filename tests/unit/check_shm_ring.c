@@ -913,6 +913,364 @@ START_TEST(test_src_race)
 END_TEST
 
 /*
+ * A given-up offer moved into the ring (protocol.md "Direct read on shm"): the frames that carry
+ * its bytes are committed held (sealed, p->prod advanced, nothing published, no doorbell), and
+ * the consumer sees none of them while the offer stands; then the offer turns MOVED in one
+ * compare-and-swap, and from that moment the consumer reads them, before prod is published
+ * (even across the end of the data area, PAD and all); publishing frees the slot and rings a
+ * consumer that sleeps.
+ */
+START_TEST(test_src_move)
+{
+	struct tring t;
+	struct san_shm_src o;
+	struct san_shm_frame f;
+	uint64_t prod0;
+
+	tring_open(&t, 4096, _i);
+	/* Frames before, consumed: the move happens mid-ring, cons and prod nonzero. */
+	REQUIRE_EQ(put_msg(&t.p, 1000, 9), 0);
+	REQUIRE_EQ(get_msg(&t.c, 1000, 9), 0);
+	REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 0);
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 7, 0x1000, 65536), 1);
+	REQUIRE_EQ(san_shm_ring_src_move(&t.p, 7), -EBUSY); /* nothing held */
+	REQUIRE_EQ(atomic_load(&SH(&t)->src), (uint64_t)7 << 32 | SAN_SHM_SRC_OFFERED);
+	prod0 = t.p.prod;
+	atomic_store(&SH(&t)->cons_armed, 1); /* the consumer sleeps again */
+
+	/* Held: nothing published, no doorbell, the consumer sees the offer and only the offer. */
+	san_shm_ring_prod_hold(&t.p);
+	REQUIRE_EQ(put_msg(&t.p, 200, 1), 0);
+	REQUIRE_EQ(put_msg(&t.p, 96, 2), 0);
+	REQUIRE(t.p.prod > prod0);
+	REQUIRE_EQ(atomic_load(&SH(&t)->prod), prod0);
+	REQUIRE_EQ(atomic_load(&SH(&t)->cons_armed), 1);
+	REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EAGAIN);
+	REQUIRE_EQ(t.c.prod, prod0);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 1);
+	REQUIRE_EQ(o.id, 7);
+	REQUIRE_EQ(san_shm_ring_src_move(&t.p, 6), -EBUSY); /* not our offer's id: dropped */
+	REQUIRE_EQ(t.p.prod, prod0);
+	REQUIRE_EQ(atomic_load(&SH(&t)->src), (uint64_t)7 << 32 | SAN_SHM_SRC_OFFERED);
+	san_shm_ring_prod_hold(&t.p);
+	REQUIRE_EQ(put_msg(&t.p, 200, 1), 0);
+	REQUIRE_EQ(put_msg(&t.p, 96, 2), 0);
+
+	/* Moved, not yet published: the offer is gone and the frames are there instead. */
+	REQUIRE_EQ(san_shm_ring_src_move(&t.p, 7), 0);
+	REQUIRE(!t.p.hold);
+	REQUIRE_EQ(atomic_load(&SH(&t)->prod), prod0);
+	REQUIRE_EQ(atomic_load(&SH(&t)->src), (uint64_t)7 << 32 | SAN_SHM_SRC_MOVED);
+	REQUIRE_EQ(SH(&t)->src_to, t.p.prod);
+	REQUIRE(!san_shm_ring_src_claim(&t.c, &o));
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 2);
+	REQUIRE_EQ(get_msg(&t.c, 200, 1), 0); /* cons passes the published prod */
+	REQUIRE_EQ(get_msg(&t.c, 96, 2), 0);
+	REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EAGAIN); /* not "went backwards" */
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 0);
+	REQUIRE_EQ(t.c.err, 0);
+
+	/* Published: prod catches up, the slot is free, the sleeper is rung (once). */
+	REQUIRE_EQ(san_shm_ring_src_publish(&t.p), 1);
+	REQUIRE_EQ(atomic_load(&SH(&t)->prod), t.p.prod);
+	REQUIRE_EQ(atomic_load(&SH(&t)->src), SAN_SHM_SRC_FREE);
+	REQUIRE_EQ(atomic_load(&SH(&t)->cons_armed), 0);
+	REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EAGAIN);
+	REQUIRE_EQ(put_msg(&t.p, 40, 3), 0);
+	REQUIRE_EQ(get_msg(&t.c, 40, 3), 0);
+
+	/* Moved across the end of the data area: PAD, then the frame at 0, read before prod. */
+	advance_to(&t, t.size - 192);
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 8, 0x1000, 65536), 0);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 1);
+	prod0 = t.p.prod;
+	san_shm_ring_prod_hold(&t.p);
+	REQUIRE_EQ(put_msg(&t.p, 400, 5), 0);
+	REQUIRE(t.p.prod - prod0 > san_frame_len(400)); /* the PAD'd tail came with it */
+	REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EAGAIN);
+	REQUIRE_EQ(san_shm_ring_src_move(&t.p, 8), 0);
+	REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), 0);
+	REQUIRE(f.msg == DATA(&t));
+	REQUIRE_EQ(get_msg(&t.c, 400, 5), 0);
+	REQUIRE_EQ(san_shm_ring_src_publish(&t.p), 0);
+	REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EAGAIN);
+	REQUIRE_EQ(t.c.err, 0);
+	REQUIRE_EQ(t.p.err, 0);
+	tring_close(&t);
+}
+END_TEST
+
+/*
+ * The consumer claims first: the move fails and leaves the ring exactly as it was after the
+ * claim (header word for word, the producer's index, seq and space, the consumer's view): the
+ * held frames were never there. The next frame carries the seq the first dropped one had.
+ */
+START_TEST(test_src_move_loses)
+{
+	struct tring t;
+	struct san_shm_src o;
+	struct san_shm_frame f;
+	struct san_shm_ring_shared hdr;
+	struct san_shm_prod p0;
+	struct san_shm_cons c0;
+	uint64_t got = 0;
+
+	tring_open(&t, 4096, _i);
+	REQUIRE_EQ(put_msg(&t.p, 600, 9), 0);
+	REQUIRE_EQ(get_msg(&t.c, 600, 9), 0);
+	SH(&t)->src_to = 0x5a5a5a5a5a5a5a58ull; /* whatever an earlier move left there */
+	REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 8, 0x1000, 65536), 0);
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 1);
+	REQUIRE(san_shm_ring_src_claim(&t.c, &o));
+	memcpy(&hdr, SH(&t), sizeof(hdr));
+	p0 = t.p;
+	c0 = t.c;
+
+	san_shm_ring_prod_hold(&t.p);
+	REQUIRE_EQ(put_msg(&t.p, 296, 3), 0);
+	REQUIRE_EQ(put_msg(&t.p, 1200, 4), 0);
+	REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EAGAIN); /* claimed: still nothing held */
+	REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 0);
+	REQUIRE_EQ(san_shm_ring_src_move(&t.p, 8), -EBUSY);
+	REQUIRE(!t.p.hold);
+	REQUIRE(memcmp(&hdr, SH(&t), sizeof(hdr)) == 0);
+	REQUIRE_EQ(t.p.prod, p0.prod);
+	REQUIRE_EQ(t.p.seq, p0.seq);
+	REQUIRE_EQ(t.p.cons, p0.cons);
+	REQUIRE_EQ(t.p.res_cap, 0);
+	REQUIRE_EQ(t.p.err, 0);
+	REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EAGAIN);
+	REQUIRE_EQ(t.c.rd, c0.rd);
+	REQUIRE_EQ(t.c.prod, c0.prod);
+	REQUIRE_EQ(t.c.pub, c0.pub);
+	REQUIRE_EQ(t.c.cons, c0.cons);
+	REQUIRE_EQ(t.c.seq, c0.seq);
+	REQUIRE_EQ(t.c.err, 0);
+
+	/* The claim stands: report, settle; the stream goes on where it was. */
+	san_shm_ring_src_report(&t.c, &o, true, 65536);
+	REQUIRE_EQ(san_shm_ring_src_settle(&t.p, 8, 65536, false, &got), SAN_SHM_SRC_DONE);
+	REQUIRE_EQ(got, 65536);
+	REQUIRE_EQ(put_msg(&t.p, 40, 5), 0);
+	REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), 0);
+	REQUIRE_EQ(f.seq, p0.seq);
+	REQUIRE_EQ(get_msg(&t.c, 40, 5), 0);
+	REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EAGAIN);
+
+	/* A reset while held drops the frames too (unhold): the next commit is published. */
+	san_shm_ring_prod_hold(&t.p);
+	REQUIRE_EQ(put_msg(&t.p, 296, 6), 0);
+	san_shm_ring_prod_unhold(&t.p);
+	REQUIRE_EQ(put_msg(&t.p, 48, 7), 0);
+	REQUIRE_EQ(get_msg(&t.c, 48, 7), 0);
+	REQUIRE_EQ(atomic_load(&SH(&t)->prod), t.p.prod);
+	tring_close(&t);
+}
+END_TEST
+
+/*
+ * A MOVED slot written by a hostile or broken producer: src_to is a producer index and checked
+ * as one (a multiple of 8, at most data_size beyond what the consumer released), the frames it
+ * claims are checked as any (seq, hash), and a MOVED that names another position than the
+ * consumer's index, or nothing beyond it, is nothing. A bad one is a clean -EPROTO (sticky),
+ * never a read outside the data area (GUARD: faults; HEAP: valgrind).
+ */
+enum {
+	MV_TOO_FAR,    /* src_to claims more than the ring holds */
+	MV_HUGE,       /* src_to near 2^64 */
+	MV_UNALIGNED,  /* src_to not a multiple of 8 */
+	MV_NO_FRAMES,  /* src_to fine, but no frame was written there */
+	MV_WHOLE_RING, /* src_to exactly a ring beyond, over junk */
+	MV_NOT_BEYOND, /* src_to at the consumer's index: nothing */
+	MV_BEHIND,     /* src_to behind it: nothing */
+	MV_ELSEWHERE,  /* src_at not the consumer's index (with a real frame): nothing */
+	MV_PROD_BACK,  /* a real move, then prod published below what was published before */
+	MV_NCASES
+};
+
+START_TEST(test_src_move_hostile)
+{
+	int kase = _i / NKINDS;
+	struct tring t;
+	struct san_shm_src o;
+	struct san_shm_frame f;
+	uint64_t at, to = 0, pub;
+
+	tring_open(&t, 4096, _i % NKINDS);
+	for (int i = 0; i < 3; i++) { /* cons, prod and rd somewhere mid-ring */
+		REQUIRE_EQ(put_msg(&t.p, 500, 1), 0);
+		REQUIRE_EQ(get_msg(&t.c, 500, 1), 0);
+	}
+	at = t.c.prod;
+	pub = at;
+	switch (kase) {
+	case MV_TOO_FAR:
+		to = t.c.cons + t.size + 8;
+		break;
+	case MV_HUGE:
+		to = ~(uint64_t)7;
+		break;
+	case MV_UNALIGNED:
+		to = at + 100;
+		break;
+	case MV_NO_FRAMES:
+		to = at + 256;
+		memset(DATA(&t) + (at & (t.size - 1)), 0xa5, 256);
+		break;
+	case MV_WHOLE_RING:
+		to = t.c.cons + t.size;
+		for (uint64_t j = 0; j < t.size; j++)
+			DATA(&t)[j] = (uint8_t)rnd();
+		break;
+	case MV_NOT_BEYOND:
+		to = at;
+		break;
+	case MV_BEHIND:
+		to = at - 8;
+		break;
+	case MV_ELSEWHERE:
+		REQUIRE_EQ(put_msg(&t.p, 64, 2), 0); /* committed and published... */
+		atomic_store(&SH(&t)->prod, at);     /* ...but prod says it is not */
+		at += 8;
+		to = t.p.prod;
+		break;
+	case MV_PROD_BACK:
+		REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 3, 0x1000, 65536), 0);
+		san_shm_ring_prod_hold(&t.p);
+		REQUIRE_EQ(put_msg(&t.p, 64, 2), 0);
+		REQUIRE_EQ(put_msg(&t.p, 64, 3), 0);
+		REQUIRE_EQ(san_shm_ring_src_move(&t.p, 3), 0);
+		break;
+	}
+	if (kase != MV_PROD_BACK) {
+		SH(&t)->src_at = at;
+		SH(&t)->src_to = to;
+		atomic_store(&SH(&t)->src, (uint64_t)9 << 32 | SAN_SHM_SRC_MOVED);
+	}
+	switch (kase) {
+	case MV_TOO_FAR:
+	case MV_HUGE:
+	case MV_UNALIGNED:
+		/* rejected as an index: src_find says "look at the ring", which says why */
+		REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 2);
+		REQUIRE_EQ(t.c.err, -EPROTO);
+		REQUIRE(strcmp(t.c.why,
+			       kase == MV_UNALIGNED
+				       ? "producer index not a multiple of 8"
+				       : "producer index claims more than the ring holds") == 0);
+		REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EPROTO);
+		REQUIRE_EQ(t.c.prod, at); /* never taken */
+		break;
+	case MV_NO_FRAMES:
+	case MV_WHOLE_RING:
+		/* a fine index over bytes that are no frames: the frame check refuses them */
+		REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EPROTO);
+		REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EPROTO); /* sticky */
+		REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 0);
+		break;
+	case MV_NOT_BEYOND:
+	case MV_BEHIND:
+	case MV_ELSEWHERE:
+		REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EAGAIN);
+		REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 0);
+		REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 0);
+		REQUIRE_EQ(t.c.prod, pub);
+		REQUIRE_EQ(t.c.err, 0);
+		break;
+	case MV_PROD_BACK:
+		/* read the moved frames, then the producer publishes less than it moved: no error
+		 * (nothing new), and nothing read again; below the last published one: -EPROTO */
+		REQUIRE_EQ(get_msg(&t.c, 64, 2), 0);
+		REQUIRE_EQ(get_msg(&t.c, 64, 3), 0);
+		atomic_store(&SH(&t)->src, SAN_SHM_SRC_FREE);
+		atomic_store(&SH(&t)->prod, pub + 8);
+		REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EAGAIN);
+		REQUIRE_EQ(t.c.prod, t.p.prod);
+		REQUIRE_EQ(t.c.err, 0);
+		atomic_store(&SH(&t)->prod, pub);
+		REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EPROTO);
+		REQUIRE(strcmp(t.c.why, "producer index went backwards") == 0);
+		break;
+	}
+	tring_close(&t);
+}
+END_TEST
+
+/*
+ * Move against claim, racing: exactly one wins (run_slot_race), the consumer never sees a held
+ * frame while the offer stands or after its claim won, and after a lost claim the frame is
+ * there at once (moved or published): the bytes never vanish from the consumer's view.
+ */
+static int move_race_vanished, move_race_seen_held, move_race_bad_frame;
+
+static bool move_race_claim(struct slot_race *r)
+{
+	struct san_shm_src o;
+	struct san_shm_frame f;
+	int k = san_shm_ring_src_find(&r->t->c, &o);
+
+	if (k == 1 && san_shm_ring_src_claim(&r->t->c, &o)) {
+		/* ours: the producer may be committing held frames right now, unseen */
+		for (int i = 0; i < 64; i++)
+			if (san_shm_ring_cons_peek(&r->t->c, &f) != -EAGAIN)
+				move_race_seen_held++;
+		san_shm_ring_src_report(&r->t->c, &o, true, 1);
+		return true;
+	}
+	if (k == 1)
+		k = san_shm_ring_src_find(&r->t->c, &o);
+	if (k != 2) {
+		move_race_vanished++; /* neither the offer nor its frames */
+		return false;
+	}
+	if (san_shm_ring_cons_peek(&r->t->c, &f) != 0 || f.len != 64 ||
+	    ((const uint8_t *)f.msg)[SAN_HDR_LEN + 9] != pat(77, 9))
+		move_race_bad_frame++;
+	return false;
+}
+
+static void move_race_offer(struct slot_race *r, uint32_t id)
+{
+	struct san_shm_frame f;
+
+	/* the claimer waits for the go: take the frames of earlier moves off the ring */
+	while (san_shm_ring_cons_peek(&r->t->c, &f) == 0)
+		REQUIRE_EQ(san_shm_ring_cons_consume(&r->t->c), 0);
+	REQUIRE(san_shm_ring_src_offer(&r->t->p, id, 0x1000, 64) >= 0);
+}
+
+static bool move_race_move(struct slot_race *r, uint32_t id)
+{
+	san_shm_ring_prod_hold(&r->t->p);
+	REQUIRE_EQ(put_msg(&r->t->p, 64, 77), 0);
+	if (san_shm_ring_src_move(&r->t->p, id) < 0) {
+		r->seen = SAN_SHM_SRC_CLAIMED;
+		REQUIRE_EQ(atomic_load(&r->t->p.sh->prod), r->t->p.prod);
+		return false;
+	}
+	REQUIRE(san_shm_ring_src_publish(&r->t->p) >= 0);
+	return true;
+}
+
+START_TEST(test_src_move_race)
+{
+	struct tring t;
+	struct slot_race r = { .t = &t, .rounds = 20000, .claim = move_race_claim,
+			       .offer = move_race_offer, .withdraw = move_race_move,
+			       .answer = src_race_settle };
+
+	move_race_vanished = move_race_seen_held = move_race_bad_frame = 0;
+	tring_open(&t, 4096, 0);
+	run_slot_race(&r);
+	REQUIRE_EQ(move_race_vanished, 0);
+	REQUIRE_EQ(move_race_seen_held, 0);
+	REQUIRE_EQ(move_race_bad_frame, 0);
+	REQUIRE_EQ(t.c.err, 0);
+	tring_close(&t);
+}
+END_TEST
+
+/*
  * The store-buffer litmus test on the real functions: two threads in lock-step, one commits
  * (or releases) while the other arms. "Consumer sleeps and producer does not ring" must never
  * happen. With either pair weakened to a release store and a plain load, x86 store buffers
@@ -1656,7 +2014,11 @@ Suite *make_shm_ring_suite(void)
 	tcase_add_loop_test(tc, test_direct_slot, 0, NKINDS);
 	tcase_add_test(tc, test_direct_race);
 	tcase_add_loop_test(tc, test_src_slot, 0, NKINDS);
+	tcase_add_loop_test(tc, test_src_move, 0, NKINDS);
+	tcase_add_loop_test(tc, test_src_move_loses, 0, NKINDS);
+	tcase_add_loop_test(tc, test_src_move_hostile, 0, MV_NCASES * NKINDS);
 	tcase_add_test(tc, test_src_race);
+	tcase_add_test(tc, test_src_move_race);
 	tcase_add_loop_test(tc, test_doorbell_litmus, 0, 2);
 	tcase_add_loop_test(tc, test_hostile_crafted, 0, H_NCASES * NKINDS);
 	tcase_add_loop_test(tc, test_hostile_consumer, 0, NKINDS);
