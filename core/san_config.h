@@ -45,6 +45,7 @@ enum san_fault {
 	SAN_FAULT_SIDE_REFUSE, /* the acceptor REJECTs every PROPOSE (reason POLICY) */
 	SAN_FAULT_SIDE_DROP,   /* the acceptor ignores every PROPOSE: the proposer's timer fires */
 	SAN_FAULT_MARK_BAD,    /* the switch-over MARK carries a wrong nonce */
+	SAN_FAULT_SRC_LATE,    /* a send whose direct-read offer was given up sleeps 100 ms */
 	SAN_FAULT_NR,
 };
 

@@ -1,6 +1,7 @@
 /* core — the switched data path over the shm rings: DATA in, DATA out, READ, doorbells, close. */
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/san_config.h"
 #include "core/san_log.h"
@@ -205,7 +206,7 @@ static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt
 	}
 	if (!sent)
 		return -EAGAIN;
-	if (san_stats_enabled())
+	if (san_stats_enabled() && !s->txr.hold) /* held: counted once moved (src_move) */
 		san_stats_add(SAN_STAT_SAN_TX_BYTES, sent);
 	return (ssize_t)sent;
 }
@@ -419,7 +420,7 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 	}
 	san_stage_push(&s->stage, off, len, s->prov->area_key(s));
 	s->xfer_tx_id++;
-	if (san_stats_enabled()) {
+	if (san_stats_enabled() && !s->txr.hold) {
 		san_stats_add(SAN_STAT_SAN_TX_BYTES, len);
 		san_stats_add(grant ? SAN_STAT_GRANT_TX_BYTES : SAN_STAT_READ_TX_BYTES, len);
 	}
@@ -530,7 +531,74 @@ static ssize_t send_src(struct san_sock *s, const struct iovec *iov)
 		s->prov->ring_peer(s);
 	s->src_out = true;
 	s->src_len = iov[0].iov_len;
+	s->src_buf = iov[0].iov_base;
 	return -EINPROGRESS;
+}
+
+/*
+ * Give our offer up, its bytes moved into the ring in the same step (protocol.md "Direct read
+ * on shm"): the peer was woken for them (its X readable, FIONREAD counting them), so they may
+ * not vanish from its view between the withdrawal and a later commit. The bytes (up to total,
+ * from iov, which starts with the offered buffer) go the way a send would take them (READ or
+ * GRANT through the area, or COPY), their frames committed but held, at the ring position the
+ * offer names; san_shm_ring_src_move then turns the offer into MOVED (the consumer reads the
+ * frames from then on) and publishes them, unless the peer claimed the offer first: then the
+ * held frames and regions are dropped and the claim stands. Returns the bytes moved (the
+ * offer settled), or 0 (nothing moved: the offer is as it was, and san_conn_src_settle
+ * decides). Lock held.
+ */
+ssize_t san_conn_src_move(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total)
+{
+	struct san_stage stage0;
+	uint32_t xid0 = s->xfer_tx_id;
+	size_t sent = 0;
+	ssize_t r = 0;
+	int mode = -1;
+
+	if (!s->src_out || s->err || s->fin_sent || s->anchor_dead || !s->txr.sh || !total ||
+	    atomic_load_explicit(&s->txr.sh->src, memory_order_acquire) !=
+		    ((uint64_t)s->src_id << 32 | SAN_SHM_SRC_OFFERED))
+		return 0;
+	stage0 = s->stage;
+	san_shm_ring_prod_hold(&s->txr);
+	if (total > san_cfg.inline_max)
+		mode = bulk_mode(s, total); /* (may read the peer's HELLO: a bad one resets) */
+	if (s->err) {
+		/* reset: nothing to move */
+	} else if (mode == SAN_XFER_READ || mode == SAN_XFER_GRANT) {
+		while (sent < total && (r = send_region(s, iov, iovcnt, sent, total - sent, mode)) > 0)
+			sent += (size_t)r;
+	} else if (mode != -ENOBUFS) {
+		r = send_copy(s, iov, iovcnt, total);
+		sent = r > 0 ? (size_t)r : 0;
+	}
+	/*
+	 * Nothing to move; or the ring broke on the way (the reset dropped the held frames
+	 * before its ABORT); or the peer claimed the offer meanwhile (the move drops them): as
+	 * if we had not tried.
+	 */
+	if (s->err || !sent)
+		san_shm_ring_prod_unhold(&s->txr);
+	if (san_shm_ring_src_move(&s->txr, s->src_id) < 0) {
+		s->stage = stage0;
+		s->xfer_tx_id = xid0;
+		return 0;
+	}
+	if (san_fault(SAN_FAULT_SRC_LATE))
+		usleep(100000); /* moved, not yet published: the peer reads the frames anyway */
+	if (san_shm_ring_src_publish(&s->txr) == 1)
+		s->prov->ring_peer(s);
+	s->src_out = false;
+	san_sock_unplug(s->ylocal);
+	pthread_cond_broadcast(&s->cond); /* sends that waited for the slot */
+	if (san_stats_enabled()) {
+		san_stats_add(SAN_STAT_SAN_TX_BYTES, sent);
+		if (mode == SAN_XFER_READ || mode == SAN_XFER_GRANT)
+			san_stats_add(mode == SAN_XFER_GRANT ? SAN_STAT_GRANT_TX_BYTES
+							     : SAN_STAT_READ_TX_BYTES,
+				      sent);
+	}
+	return (ssize_t)sent;
 }
 
 /*
@@ -587,6 +655,17 @@ ssize_t san_conn_src_settle(struct san_sock *s, bool give_up)
 void san_conn_src_drop(struct san_sock *s)
 {
 	s->src_off = true;
+	if (s->src_out) {
+		/* the offering send waits in its call: its buffer is still valid */
+		struct iovec one = { s->src_buf, s->src_len };
+		ssize_t n = san_conn_src_move(s, &one, 1, s->src_len);
+
+		if (n > 0) {
+			s->src_res = n;
+			s->src_res_pending = true;
+			return;
+		}
+	}
 	for (int i = 0; s->src_out; i++) {
 		struct pollfd p = { san_sock_x_own(s), POLLOUT, 0 }; /* the report unplugs X */
 		ssize_t r;
@@ -754,7 +833,8 @@ void san_conn_direct_drop(struct san_sock *s)
  * offer was still out after the read (the sender's buffer was not released meanwhile).
  * The bytes count only if the peer's process still lives after the read: while its pidfd
  * says so, the pid we read from was never reused. Returns the bytes read, 0 (no offer, or
- * nothing to keep), -ECONNRESET (the peer died). Lock held.
+ * nothing to keep), -EAGAIN (no offer, but frames came: the sender moved its offer into the
+ * ring, peek again), -ECONNRESET (the peer died). Lock held.
  */
 static ssize_t src_read(struct san_sock *s, struct san_shm_cons *c, const struct iovec *iov,
 			int iovcnt, size_t space, bool peek_only)
@@ -764,12 +844,16 @@ static ssize_t src_read(struct san_sock *s, struct san_shm_cons *c, const struct
 	size_t done = 0;
 	ssize_t n;
 	bool alive;
+	int k;
 
-	if (!san_cfg.direct || s->peer_pidfd < 0 || s->rd_shut || s->err || !space ||
-	    san_shm_ring_src_find(c, &o) != 1)
+	if (!san_cfg.direct || s->peer_pidfd < 0 || s->rd_shut || s->err || !space)
 		return 0;
+	k = san_shm_ring_src_find(c, &o);
+	if (k != 1)
+		return k == 2 ? -EAGAIN : 0; /* moved into the ring: look there */
 	if (!peek_only && !san_shm_ring_src_claim(c, &o))
-		return 0; /* revoked meanwhile: its bytes come through the ring */
+		/* revoked meanwhile: moved into the ring (look again), or it comes later */
+		return san_shm_ring_src_find(c, &o) == 2 ? -EAGAIN : 0;
 	r.pid = s->peer_pid;
 	r.addr = o.addr;
 	r.len = o.len < space ? o.len : space;
@@ -777,8 +861,11 @@ static ssize_t src_read(struct san_sock *s, struct san_shm_cons *c, const struct
 	if (n >= 0)
 		done = (size_t)n;
 	alive = !san_pidfd_exited(s->peer_pidfd);
-	if (peek_only)
-		return alive && san_shm_ring_src_still(c, &o) ? (ssize_t)done : 0;
+	if (peek_only) {
+		if (alive && san_shm_ring_src_still(c, &o))
+			return (ssize_t)done;
+		return san_shm_ring_src_find(c, &o) == 2 ? -EAGAIN : 0;
+	}
 	if (!alive) {
 		/* what we read may be another process's: deliver none of it */
 		san_shm_ring_src_report(c, &o, false, 0);
@@ -873,10 +960,11 @@ static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size
 	bool open = s->xfer_rx_open;
 	uint8_t mode = s->xfer_rx_mode;
 	bool hello = s->hello_rx; /* no DATA before HELLO (the reader checks HELLO itself) */
-	int i, r = 0;
+	int i = 0, r = 0;
 
-	for (i = 0; i < SAN_CONN_PEEK_WALK && got < space &&
-		    (r = san_shm_ring_cons_peek(&c, &f)) == 0; i++) {
+again:
+	for (; i < SAN_CONN_PEEK_WALK && got < space &&
+	       (r = san_shm_ring_cons_peek(&c, &f)) == 0; i++) {
 		const uint8_t *src = NULL; /* a DATA payload, in the ring */
 		bool bulk = false;	   /* or a transfer's rest, at baddr of the peer's area */
 		uint64_t len = 0, off = 0, baddr = 0;
@@ -935,11 +1023,24 @@ static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size
 	/* The end of the ring, and a sender's offer there: its bytes come next. */
 	if (r == -EAGAIN && got < space && !open && hello) {
 		struct san_shm_src o;
+		ssize_t n = 0;
 
-		if (!iov && san_shm_ring_src_find(&c, &o) == 1)
-			got += o.len < space - got ? (size_t)o.len : space - got;
-		else if (iov && !got)
-			got = (size_t)src_read(s, &c, iov, iovcnt, space, true);
+		if (!iov) {
+			int k = san_shm_ring_src_find(&c, &o);
+
+			if (k == 1)
+				got += o.len < space - got ? (size_t)o.len : space - got;
+			n = k == 2 ? -EAGAIN : 0;
+		} else if (!got) {
+			n = src_read(s, &c, iov, iovcnt, space, true);
+			if (n > 0)
+				got = (size_t)n;
+		}
+		if (n == -EAGAIN && i < SAN_CONN_PEEK_WALK) {
+			/* the offer was moved into the ring meanwhile: its frames are there */
+			r = 0;
+			goto again;
+		}
 	}
 	return got;
 }
@@ -975,11 +1076,13 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 			if (!space) {
 				struct san_shm_src o;
 
-				if (san_shm_ring_src_find(&s->rxr, &o) == 1)
+				if (san_shm_ring_src_find(&s->rxr, &o) != 0)
 					return 1;
 				break;
 			}
 			n = src_read(s, &s->rxr, iov, iovcnt, space, (flags & MSG_PEEK) != 0);
+			if (n == -EAGAIN)
+				continue; /* the offer was moved into the ring: read it there */
 			if (n < 0)
 				return san_sock_take_err(s, 0);
 			got = (size_t)n;
@@ -1147,7 +1250,7 @@ bool san_conn_rx_ready(struct san_sock *s)
 	if (s->err || s->peer_fin || s->anchor_dead || !s->rxr.sh)
 		return true;
 	return san_shm_ring_cons_peek(&s->rxr, &f) != -EAGAIN ||
-	       san_shm_ring_src_find(&s->rxr, &(struct san_shm_src){ 0 }) == 1;
+	       san_shm_ring_src_find(&s->rxr, &(struct san_shm_src){ 0 }) != 0;
 }
 
 /* FIONREAD: the bytes the ring holds for the application, as TCP counts its queue (peek()). */

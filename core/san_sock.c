@@ -320,6 +320,8 @@ static void sock_reset(struct san_sock *s, int err, unsigned int reason, bool te
 	if (s->err)
 		return;
 	s->err = err;
+	/* frames held for a move (san_conn_src_move) never become visible: the ABORT goes first */
+	san_shm_ring_prod_unhold(&s->txr);
 	if (tell_peer && s->swapped && s->txr.sh)
 		(void)san_conn_post_ctrl(s, SAN_T_ABORT, (uint16_t)reason);
 	if (s->tcp >= 0 && s->swapped) {
@@ -807,19 +809,34 @@ static ssize_t sock_io_begin(int fd, const struct msghdr *m, struct san_sock **s
  * Our blocking send offered its buffer (protocol.md "Direct read on shm"): wait on X (the
  * peer's report drains our plugs) for it to be read, at most SAN_CONN_SRC_WAIT_MS while it is
  * only offered, as long as the read takes once claimed (or until the peer's process is gone).
- * Lock held; dropped while waiting. The bytes read, 0 (the area takes them), or an error.
+ * Lock held; dropped while waiting. The bytes read, or moved into the ring when the peer did
+ * not come (*moved), 0 (taken back: the area takes them), or an error.
  */
 #define SAN_SOCK_SRC_WAIT_NS (2u * 1000000u)
 
-static ssize_t src_wait(struct san_sock *s)
+static ssize_t src_wait(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total,
+			bool *moved)
 {
 	uint64_t until = now_ns() + SAN_SOCK_SRC_WAIT_NS;
 
+	*moved = false;
 	for (;;) {
 		uint64_t now = now_ns();
 		bool late = now >= until || s->err || s->closing;
-		ssize_t r = san_conn_src_settle(s, late);
+		ssize_t r;
 		int x = s->xfd;
+
+		/*
+		 * Not taken in time: the bytes go through the ring instead, moved there in the same
+		 * step that takes the offer back (the peer, woken for them, must not find them
+		 * gone in between). The offer is as it was if that could not be done (claimed
+		 * meanwhile, no room): then the settle below decides.
+		 */
+		if (late && (r = san_conn_src_move(s, iov, iovcnt, total)) > 0) {
+			*moved = true;
+			return r;
+		}
+		r = san_conn_src_settle(s, late);
 
 		if (r != -EINPROGRESS)
 			return r;
@@ -888,8 +905,16 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			/* offers while the peer takes them: once it did not, the area takes the rest */
 			r = san_conn_send(s, v, cnt, total - done, !nb && !src_tried);
 			if (r == -EINPROGRESS) {
-				r = src_wait(s);
-				src_tried = r == 0;
+				bool moved;
+
+				r = src_wait(s, v, cnt, total - done, &moved);
+				src_tried = r == 0 || moved; /* the peer did not come: no new offer */
+				if (src_tried && san_fault(SAN_FAULT_SRC_LATE)) {
+					/* a sender descheduled right after giving its offer up */
+					pthread_mutex_unlock(&s->lock);
+					usleep(100000);
+					pthread_mutex_lock(&s->lock);
+				}
 				need_wait = -1; /* the rest (or all, not taken) at once */
 			} else if (r == -EAGAIN && s->src_out) {
 				/*

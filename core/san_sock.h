@@ -129,6 +129,7 @@ struct san_sock {
 	bool src_out;	     /* sender: our offer is out (maybe claimed), not yet settled */
 	uint32_t src_id;     /* the offer's id (nonzero, one per offer) */
 	uint64_t src_len;    /* its length, our own record */
+	void *src_buf;	     /* the offered buffer (iov[0] of the send that offered) */
 	ssize_t src_res;     /* settled by another thread (san_conn_src_drop): the result ... */
 	bool src_res_pending;/* ... the offering send has still to take */
 	int peer_pidfd;	     /* the peer process, or -1: a read is trusted only if it still lives */
@@ -241,6 +242,7 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
 void san_conn_iov_copy(const struct iovec *iov, int cnt, size_t off, void *buf, size_t n,
 		       bool to_iov);
 ssize_t san_conn_src_settle(struct san_sock *s, bool give_up);
+ssize_t san_conn_src_move(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total);
 void san_conn_src_drop(struct san_sock *s);
 ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, int flags);
 int san_conn_post_ctrl(struct san_sock *s, uint8_t type, uint16_t reason);
