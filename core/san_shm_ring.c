@@ -542,11 +542,13 @@ int san_shm_ring_direct_claim(struct san_shm_prod *p, struct san_shm_direct *d)
  * The direct read slot: the direct grant's mirror (same word discipline, roles swapped). The
  * producer writes the offer's fields, then publishes OFFERED (seq_cst: with the load of
  * cons_armed after it, the Dekker pattern of commit: a consumer that arms after our store sees
- * the offer in san_shm_ring_cons_arm, one that armed before is rung). The consumer claims with
- * a compare-and-swap and reads the fields only then; the producer revokes with the opposite
+ * the offer in san_shm_ring_cons_arm, one that armed before is rung). The consumer reads the
+ * fields (they are the offer's only if the word is unchanged after: src_find) and claims with
+ * a compare-and-swap; the producer revokes (or moves: MOVED) with the opposite
  * compare-and-swap, so exactly one wins. A claim is current only at the read cursor the offer
- * names (nothing committed before it is unread, and the producer commits no data while its
- * offer is out), so the claimed bytes are the next bytes of the stream.
+ * names (nothing committed before it is unread, and while its offer is out the producer
+ * publishes no data: the frames of a move are committed held, invisible unless the move
+ * wins), so the claimed bytes are the next bytes of the stream.
  */
 static inline uint64_t src_word(uint32_t id, uint32_t state)
 {
@@ -566,10 +568,18 @@ int san_shm_ring_src_offer(struct san_shm_prod *p, uint32_t id, uint64_t addr, u
 		return p->err;
 	if (atomic_load_explicit(&sh->src, memory_order_acquire) != SAN_SHM_SRC_FREE)
 		return -EBUSY;
-	sh->src_at = p->prod;
-	sh->src_addr = addr;
-	sh->src_len = len;
-	sh->src_got = 0;
+	/*
+	 * The fields change only after the word left every state a reader may still hold (it
+	 * is FREE now). The release fence orders that change before our field stores: a reader
+	 * that reads one of them (relaxed) and then, after its acquire fence, the word again
+	 * sees the word changed (fence to fence), so it never takes our fields for an older
+	 * word's (the seqlock argument, in the C11 model rather than only under x86's TSO).
+	 */
+	atomic_thread_fence(memory_order_release);
+	__atomic_store_n(&sh->src_at, p->prod, __ATOMIC_RELAXED);
+	__atomic_store_n(&sh->src_addr, addr, __ATOMIC_RELAXED);
+	__atomic_store_n(&sh->src_len, len, __ATOMIC_RELAXED);
+	__atomic_store_n(&sh->src_got, 0, __ATOMIC_RELAXED);
 	atomic_store_explicit(&sh->src, src_word(id, SAN_SHM_SRC_OFFERED), memory_order_seq_cst);
 	if (atomic_load_explicit(&sh->cons_armed, memory_order_seq_cst) &&
 	    atomic_exchange_explicit(&sh->cons_armed, 0, memory_order_seq_cst))
@@ -621,9 +631,9 @@ static uint64_t src_moved_to(struct san_shm_cons *c)
 
 	if ((uint32_t)w != SAN_SHM_SRC_MOVED)
 		return 0;
-	at = *(volatile const uint64_t *)&sh->src_at;
-	to = *(volatile const uint64_t *)&sh->src_to;
-	atomic_thread_fence(memory_order_acquire);
+	at = __atomic_load_n(&sh->src_at, __ATOMIC_RELAXED);
+	to = __atomic_load_n(&sh->src_to, __ATOMIC_RELAXED);
+	atomic_thread_fence(memory_order_acquire); /* pairs with the writer's release fence */
 	if (atomic_load_explicit(&sh->src, memory_order_relaxed) != w || at != c->prod ||
 	    to <= c->prod)
 		return 0;
@@ -654,10 +664,13 @@ int san_shm_ring_src_find(struct san_shm_cons *c, struct san_shm_src *o)
 	if ((uint32_t)w != SAN_SHM_SRC_OFFERED)
 		return src_moved(c);
 	o->id = (uint32_t)(w >> 32);
-	o->addr = *(volatile const uint64_t *)&sh->src_addr;
-	o->len = *(volatile const uint64_t *)&sh->src_len;
-	at = *(volatile const uint64_t *)&sh->src_at;
-	/* The fields belong to offer w only if the word is still w after we read them. */
+	o->addr = __atomic_load_n(&sh->src_addr, __ATOMIC_RELAXED);
+	o->len = __atomic_load_n(&sh->src_len, __ATOMIC_RELAXED);
+	at = __atomic_load_n(&sh->src_at, __ATOMIC_RELAXED);
+	/*
+	 * The fields belong to offer w only if the word is still w after we read them (the
+	 * acquire fence pairs with the release fence before the writer's field stores).
+	 */
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&sh->src, memory_order_relaxed) != w)
 		return src_moved(c);
@@ -682,13 +695,19 @@ void san_shm_ring_prod_unhold(struct san_shm_prod *p)
 	p->prod = p->hold_prod;
 	p->seq = p->hold_seq;
 	p->res_cap = 0;
+	/*
+	 * A refresh while we held accepted a consumer index up to the held prod; a consumer
+	 * that released frames it could never see (nothing was published, the slot never said
+	 * MOVED) broke the ring, and cons may not stay beyond prod.
+	 */
+	if (p->cons > p->hold_prod && !p->err)
+		(void)san_shm_prod_fail(p, "consumer index passed the producer index");
 }
 
 int san_shm_ring_src_move(struct san_shm_prod *p, uint32_t id)
 {
 	struct san_shm_ring_shared *sh = p->sh;
 	uint64_t w = src_word(id, SAN_SHM_SRC_OFFERED);
-
 	uint64_t to0;
 
 	if (!p->hold)
@@ -697,13 +716,15 @@ int san_shm_ring_src_move(struct san_shm_prod *p, uint32_t id)
 		san_shm_ring_prod_unhold(p); /* nothing to move */
 		return -EBUSY;
 	}
-	to0 = sh->src_to;
-	sh->src_to = p->prod;
+	to0 = __atomic_load_n(&sh->src_to, __ATOMIC_RELAXED);
+	/* as in the offer: the word left the last MOVED (FREE) before src_to changes */
+	atomic_thread_fence(memory_order_release);
+	__atomic_store_n(&sh->src_to, p->prod, __ATOMIC_RELAXED);
 	/* seq_cst: also the release of the frames and of src_to, as a commit's store of prod */
 	if (!atomic_compare_exchange_strong_explicit(&sh->src, &w, src_word(id, SAN_SHM_SRC_MOVED),
 						     memory_order_seq_cst, memory_order_seq_cst)) {
 		/* claimed first: as if we had never tried (src_to means nothing unless MOVED) */
-		sh->src_to = to0;
+		__atomic_store_n(&sh->src_to, to0, __ATOMIC_RELAXED); /* (its old value) */
 		san_shm_ring_prod_unhold(p);
 		return -EBUSY;
 	}

@@ -43,9 +43,10 @@
  * any time. So each side keeps its own index and every geometry value in its private handle,
  * copies the header once at attach (checked) and never reads it again, and treats the peer's
  * index only as a claim that it checks: the consumer requires the producer index to be a
- * multiple of 8, never to go backwards and never to claim more than data_size bytes beyond
- * what the consumer released; the producer requires the consumer index never to go backwards
- * and never to pass the producer index. Every read of the data area is bounded by the private
+ * multiple of 8, never below the last one published (a MOVED slot's src_to may run ahead of
+ * it) and never to claim more than data_size bytes beyond what the consumer released; the
+ * producer requires the consumer index never to go backwards and never to pass the producer
+ * index (nor, once held frames are dropped, the index the hold began at). Every read of the data area is bounded by the private
  * geometry, so no index or length a peer writes can move a read outside the data area. A
  * violation is -EPROTO, and sticky: the handle refuses every later call with -EPROTO (why says
  * which rule), since a ring that lied once cannot be trusted again. A peer can still withhold
@@ -412,7 +413,8 @@ int san_shm_ring_src_settle(struct san_shm_prod *p, uint32_t id, uint64_t len, b
 /*
  * Producer: from now on, commits seal their frames and advance p->prod without publishing
  * them (no doorbell either), until san_shm_ring_src_move publishes them or
- * san_shm_ring_prod_unhold drops them (prod and seq back to where the hold began).
+ * san_shm_ring_prod_unhold drops them (prod and seq back to where the hold began; a consumer
+ * index seen beyond that point released frames the consumer never saw: -EPROTO, sticky).
  */
 void san_shm_ring_prod_hold(struct san_shm_prod *p);
 void san_shm_ring_prod_unhold(struct san_shm_prod *p);
@@ -423,11 +425,10 @@ void san_shm_ring_prod_unhold(struct san_shm_prod *p);
  * hold where the offer stood and committed the frames that carry the bytes (sealed, p->prod
  * advanced, nothing published). If the offer is still OFFERED it becomes MOVED (src_to: the
  * new prod) in one compare-and-swap, so that a consumer that finds it so reads the frames at
- * once, before prod says so; san_shm_ring_src_publish then
- * publishes prod and frees the slot. Returns 0, or -EBUSY if the consumer claimed the offer
- * first (or the word is not ours, or nothing is held): then the held frames are dropped, the
- * slot and the published indices are as they were, and the claim stands. p->hold is clear on
- * return.
+ * once, before prod says so; san_shm_ring_src_publish then publishes prod and frees the slot.
+ * Returns 0, or -EBUSY if the consumer claimed the offer first (or the word is not ours, or
+ * nothing is held): then the held frames are dropped, the slot and the published indices are
+ * as they were, and the claim stands. p->hold is clear on return.
  */
 int san_shm_ring_src_move(struct san_shm_prod *p, uint32_t id);
 

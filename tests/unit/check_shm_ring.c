@@ -1069,6 +1069,50 @@ START_TEST(test_src_move_loses)
 END_TEST
 
 /*
+ * A hostile consumer releases held frames (it cannot have seen them: nothing was published and
+ * the slot never said MOVED). A refresh while they are held accepts its index (it is not beyond
+ * the held prod); dropping them must not leave the producer with cons beyond prod: it fails
+ * (-EPROTO, sticky), whether the move lost to a claim or the hold was dropped (a reset).
+ */
+START_TEST(test_src_unhold_hostile)
+{
+	for (int lose = 0; lose < 2; lose++) {
+		struct tring t;
+		struct san_shm_src o;
+		uint64_t cons, pub;
+		void *buf;
+
+		tring_open(&t, 4096, _i);
+		REQUIRE_EQ(put_msg(&t.p, 600, 9), 0);
+		REQUIRE_EQ(get_msg(&t.c, 600, 9), 0);
+		REQUIRE_EQ(san_shm_ring_src_offer(&t.p, 8, 0x1000, 65536), 0);
+		REQUIRE_EQ(san_shm_ring_src_find(&t.c, &o), 1);
+		pub = atomic_load(&SH(&t)->prod);
+		san_shm_ring_prod_hold(&t.p);
+		REQUIRE_EQ(put_msg(&t.p, 296, 3), 0);
+		REQUIRE_EQ(put_msg(&t.p, 600, 4), 0);
+		atomic_store(&SH(&t)->cons, t.p.prod); /* released what it never saw */
+		REQUIRE_EQ(san_shm_ring_prod_released(&t.p, &cons), 0);
+		REQUIRE_EQ(cons, t.p.prod);
+		if (lose) {
+			REQUIRE(san_shm_ring_src_claim(&t.c, &o));
+			REQUIRE_EQ(san_shm_ring_src_move(&t.p, 8), -EBUSY);
+		} else {
+			san_shm_ring_prod_unhold(&t.p);
+		}
+		REQUIRE(!t.p.hold);
+		REQUIRE_EQ(t.p.prod, pub);
+		REQUIRE_EQ(t.p.err, -EPROTO);
+		ck_assert_str_eq(t.p.why, "consumer index passed the producer index");
+		REQUIRE_EQ(san_shm_ring_prod_reserve(&t.p, 16, &buf), -EPROTO);
+		REQUIRE_EQ(san_shm_ring_prod_arm(&t.p, 16), -EPROTO);
+		REQUIRE_EQ(atomic_load(&SH(&t)->prod), pub); /* nothing held was ever published */
+		tring_close(&t);
+	}
+}
+END_TEST
+
+/*
  * A MOVED slot written by a hostile or broken producer: src_to is a producer index and checked
  * as one (a multiple of 8, at most data_size beyond what the consumer released), the frames it
  * claims are checked as any (seq, hash), and a MOVED that names another position than the
@@ -2016,6 +2060,7 @@ Suite *make_shm_ring_suite(void)
 	tcase_add_loop_test(tc, test_src_slot, 0, NKINDS);
 	tcase_add_loop_test(tc, test_src_move, 0, NKINDS);
 	tcase_add_loop_test(tc, test_src_move_loses, 0, NKINDS);
+	tcase_add_loop_test(tc, test_src_unhold_hostile, 0, NKINDS);
 	tcase_add_loop_test(tc, test_src_move_hostile, 0, MV_NCASES * NKINDS);
 	tcase_add_test(tc, test_src_race);
 	tcase_add_test(tc, test_src_move_race);
