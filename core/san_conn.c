@@ -645,9 +645,10 @@ ssize_t san_conn_src_settle(struct san_sock *s, bool give_up)
 }
 
 /*
- * No more offers (exec, close, from another thread than the offering send): take ours back;
- * one being read is waited for, at most 2 s. What the settle finds is kept for the offering
- * send (san_conn_src_settle gives it the count the peer read, or the error), so that it neither
+ * No more offers (exec, close, shutdown(SHUT_WR), from another thread than the offering send):
+ * give ours up, its bytes moved into the ring (san_conn_src_move) or else taken back; one
+ * being read is waited for, at most 2 s. What becomes of it is kept for the offering send
+ * (san_conn_src_settle gives it the count moved or read, or the error), so that it neither
  * sends the bytes again nor reports a failure for bytes the peer has. A peer that claimed and
  * did not answer in 2 s (stopped mid-read) resets the connection. Lock held; dropped while
  * waiting.

@@ -1259,6 +1259,16 @@ int san_sock_shutdown(int fd, int how)
 		r = SAN_PASS;
 	} else {
 		/* Committed: the sends go to the SAN, and so does the end of the stream. */
+		if (how != SHUT_RD && !s->fin_sent && !s->err && s->tx == SK_TX_SAN && s->src_out)
+			/*
+			 * Another thread's send offered its buffer, and the peer was woken for
+			 * those bytes: they go before the end (moved into the ring, or read by a
+			 * claim we wait for), and that send returns the count, short, as TCP's
+			 * would before the shutdown. A DISCONNECT now would stand at the offer's
+			 * position: the offer could no longer be claimed and the move would be
+			 * refused, so the bytes would vanish from the peer's view.
+			 */
+			san_conn_src_drop(s); /* (may drop the lock a while: look again) */
 		if (how != SHUT_RD && !s->fin_sent && !s->err && s->tx == SK_TX_SAN)
 			san_sock_send_fin(s);
 		/* The anchor must stay readable (it reports the peer's end): only remember it. */

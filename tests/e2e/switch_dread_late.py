@@ -3,7 +3,7 @@
 # up must not vanish from its view (t_switch_dread_late.sh runs this preloaded with
 # SANSWITCH_FAULT=src_late).
 #
-#   switch_dread_late.py ROUNDS [close]
+#   switch_dread_late.py ROUNDS [close|shutdown]
 #
 # Each round: a switched pair in this process; the main thread sleeps in poll() for POLLIN, and
 # once /proc says it does, a second thread makes one blocking 300 KiB send, which offers its
@@ -12,11 +12,14 @@
 # holds it 100 ms between that move and the publication of its producer index, as a descheduled
 # sender would be. With "close", a third thread closes the sending socket as soon as the receiver
 # wakes, while the send waits for its offer to be taken: the close gives the offer up (the same
-# move, the same 100 ms), and the receiver gets the bytes, then EOF. The receiver was woken for
-# those bytes, so as kernel TCP would: poll must still say POLLIN, FIONREAD must be in 1..N and a
-# MSG_DONTWAIT recv must return bytes (not EAGAIN, not EOF); then every byte must arrive, in
-# order (sha256). Output: "round N: ok ..." or "round N: WRONG ..."; exit 0 if every round was
-# ok, 1 otherwise.
+# move, the same 100 ms), and the receiver gets the bytes, then EOF. With "shutdown", that third
+# thread calls shutdown(SHUT_WR) instead: the shutdown gives the offer up the same way before its
+# DISCONNECT, the send (one send(), not sendall) returns the count moved, and the receiver gets
+# exactly those bytes, then EOF. The receiver was woken for those bytes, so as kernel TCP would:
+# poll must still say POLLIN, FIONREAD must be in 1..N and a MSG_DONTWAIT recv must return bytes
+# (not EAGAIN, not EOF); then every byte the send reported must arrive, in order (sha256).
+# Output: "round N: ok ..." or "round N: WRONG ...", and last "# sent BYTES" (what the sends
+# reported, all rounds); exit 0 if every round was ok, 1 otherwise.
 import errno
 import fcntl
 import hashlib
@@ -38,7 +41,7 @@ def fionread(s):
     return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
-def one_round(i, close):
+def one_round(i, mode):
     a, b, lst = switched_pair()
     lst.close()
     data = os.urandom(N)
@@ -46,24 +49,30 @@ def one_round(i, close):
     sent = {}
     woken = threading.Event()
 
-    def closer():
+    def ender():
         woken.wait(15)
-        a.close()
+        if mode == "close":
+            a.close()
+        else:
+            a.shutdown(socket.SHUT_WR)
 
     def sender():
         if not asleep(me):
             sent["err"] = "the receiver never slept in poll"
             return
         try:
-            a.sendall(data)
-            sent["ok"] = True
+            if mode == "shutdown":
+                sent["n"] = a.send(data)  # the shutdown cuts it short: what it says went
+            else:
+                a.sendall(data)
+                sent["n"] = N
         except OSError as e:
             sent["err"] = str(e)
 
     t = threading.Thread(target=sender, daemon=True)
     t.start()
-    if close:
-        c = threading.Thread(target=closer, daemon=True)
+    if mode:
+        c = threading.Thread(target=ender, daemon=True)
         c.start()
     p = select.poll()
     p.register(b, select.POLLIN)
@@ -80,20 +89,23 @@ def one_round(i, close):
         how = errno.errorcode.get(e.errno, str(e.errno))
     got = bytearray(first)
     b.settimeout(10)
+    eof = None
     while len(got) < N:
         more = b.recv(N)
         if not more:
+            eof = True
             break
         got += more
-    eof = None
-    if close:
+    if mode and eof is None:
         try:
             eof = b.recv(1) == b""
         except OSError as e:
             eof = False
             how += ", then %s" % errno.errorcode.get(e.errno, str(e.errno))
+    if mode:
         c.join(10)
     t.join(10)
+    n = sent.get("n", 0)
     problems = []
     if not woke:
         problems.append("poll never woke")
@@ -103,24 +115,29 @@ def one_round(i, close):
         problems.append("FIONREAD %d" % avail)
     if not first:
         problems.append("MSG_DONTWAIT recv: %s" % how)
-    want, have = hashlib.sha256(data).hexdigest(), hashlib.sha256(got).hexdigest()
+    want, have = hashlib.sha256(data[:n]).hexdigest(), hashlib.sha256(got).hexdigest()
     if have != want:
-        problems.append("bytes WRONG: %d of %d, sha256 %.12s, sent %.12s" % (
-            len(got), N, have, want))
-    if not sent.get("ok"):
+        problems.append("bytes WRONG: %d of %d sent, sha256 %.12s, sent %.12s" % (
+            len(got), n, have, want))
+    if "n" not in sent:
         problems.append("send: %s" % sent.get("err", "did not finish"))
-    if close and not eof:
+    elif n <= 0 or (mode != "shutdown" and n != N):
+        problems.append("send: %d of %d" % (n, N))
+    if mode and not eof:
         problems.append("no EOF after the bytes")
-    if not close:
+    if mode != "close":
         a.close()
     b.close()
-    print("round %d: %s (fionread %d, first recv %s)" % (
-        i, "WRONG: " + "; ".join(problems) if problems else "ok", avail, how), flush=True)
-    return not problems
+    print("round %d: %s (fionread %d, first recv %s, sent %d)" % (
+        i, "WRONG: " + "; ".join(problems) if problems else "ok", avail, how, n), flush=True)
+    return n, not problems
 
 
 print("# pid %d" % os.getpid(), flush=True)
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-close = len(sys.argv) > 2 and sys.argv[2] == "close"
-ok = sum(one_round(i, close) for i in range(rounds))
-sys.exit(0 if ok == rounds else 1)
+mode = sys.argv[2] if len(sys.argv) > 2 else ""
+if mode not in ("", "close", "shutdown"):
+    sys.exit("switch_dread_late.py: no such mode: %s" % mode)
+results = [one_round(i, mode) for i in range(rounds)]
+print("# sent %d" % sum(n for n, _ in results), flush=True)
+sys.exit(0 if all(ok for _, ok in results) else 1)
