@@ -175,8 +175,12 @@ int san_conn_send_hello(struct san_sock *s)
 	return r;
 }
 
-/* Copy through the ring: DATA frames of up to SAN_CONN_CHUNK bytes, as many as fit now. */
-static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total)
+/*
+ * Copy through the ring: DATA frames of up to SAN_CONN_CHUNK bytes, as many as fit now, of the
+ * total bytes of iov after its first skip.
+ */
+static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t skip,
+			 size_t total)
 {
 	size_t sent = 0;
 
@@ -198,7 +202,7 @@ static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt
 		}
 		if (san_msg_encode(&m, buf, (size_t)room) < 0)
 			return sent ? (ssize_t)sent : -EINVAL;
-		san_conn_iov_copy(iov, iovcnt, sent, san_msg_payload(buf, &m), chunk, false);
+		san_conn_iov_copy(iov, iovcnt, skip + sent, san_msg_payload(buf, &m), chunk, false);
 		r = commit(s);
 		if (r < 0)
 			return sent ? (ssize_t)sent : r;
@@ -510,19 +514,74 @@ static bool src_allowed(struct san_sock *s, const struct iovec *iov, size_t tota
 }
 
 /*
- * Offer iov[0] in the ring's source slot, plugged first so that the peer's report (which
- * drains our plugs) wakes us on X. -EINPROGRESS: offered, wait (san_conn_src_settle); 0: not
- * offered (the slot is busy: go the usual way).
+ * What a move (san_conn_src_move) of n bytes commits at once when our ring and area are empty:
+ * by READ or GRANT all of n up to the area's size (regions of a quarter of it, a last byte as
+ * DATA; their few frames fit any ring); by COPY as much as DATA frames of chunk_max() fill of
+ * the ring from where it stands, PAD and all (as san_shm_ring_prod_reserve counts); nothing if
+ * the send could not go (ENOBUFS). Lock held.
  */
-static ssize_t send_src(struct san_sock *s, const struct iovec *iov)
+static size_t move_room(struct san_sock *s, size_t n)
 {
+	const struct san_shm_prod *p = &s->txr;
+	int mode = n > san_cfg.inline_max ? bulk_mode(s, n) : SAN_XFER_COPY;
+	uint64_t at = p->prod, room = p->size;
+	size_t fit = 0;
+
+	if (mode == SAN_XFER_READ || mode == SAN_XFER_GRANT)
+		return n < s->bulk_size ? n : (size_t)s->bulk_size;
+	if (mode == -ENOBUFS)
+		return 0;
+	while (fit < n) {
+		struct san_msg m = { .type = SAN_T_DATA };
+		uint64_t flen, tail = p->size - (at & (p->size - 1)), need;
+
+		m.u.data.payload_len = (uint32_t)(n - fit < chunk_max(s) ? n - fit : chunk_max(s));
+		flen = san_frame_len((uint32_t)san_msg_size(&m));
+		need = flen + (flen > tail ? tail : 0);
+		if (need > room)
+			break;
+		room -= need;
+		at += need;
+		fit += m.u.data.payload_len;
+	}
+	return fit;
+}
+
+/*
+ * Offer iov[0] (of a send of total bytes) in the ring's source slot, plugged first so that the
+ * peer's report (which drains our plugs) wakes us on X. The peer counts the offer as bytes it
+ * holds (FIONREAD), and a count may not go down without a read, so the offer is never longer
+ * than what its move would surely put into the ring if it is given up: what a move takes now
+ * over an empty ring and area (move_room), both for the send's move (all of total) and for
+ * the offer's alone (close, exec, shutdown on another thread). Nothing is offered unless the
+ * ring and the area are empty (the peer waits for data: it read and released everything),
+ * and while the offer is out nothing else is committed (other sends wait; a DISCONNECT or a
+ * reset refuses the move) and the peer only releases, so the move finds at least that room.
+ * -EINPROGRESS: offered, wait (san_conn_src_settle); 0: not offered (the slot is busy, the
+ * ring or the area not empty, too little would be offered: go the usual way).
+ */
+static ssize_t send_src(struct san_sock *s, const struct iovec *iov, size_t total)
+{
+	uint64_t cons;
+	size_t len;
 	int r;
 
+	if (s->prov->area_released(s, &cons) < 0 || cons != s->txr.prod)
+		return 0;
+	san_stage_release(&s->stage, cons);
+	if (s->stage.n)
+		return 0;
+	len = move_room(s, total);
+	if (len > iov[0].iov_len)
+		len = iov[0].iov_len;
+	if (len > move_room(s, len))
+		len = move_room(s, len);
+	if (s->err || len < SAN_CONN_SRC_MIN)
+		return 0;
 	if (!++s->src_id)
 		s->src_id = 1;
 	plug(s);
-	r = san_shm_ring_src_offer(&s->txr, s->src_id, (uint64_t)(uintptr_t)iov[0].iov_base,
-				   iov[0].iov_len);
+	r = san_shm_ring_src_offer(&s->txr, s->src_id, (uint64_t)(uintptr_t)iov[0].iov_base, len);
 	if (r < 0) {
 		san_sock_unplug(s->ylocal);
 		return 0;
@@ -530,7 +589,7 @@ static ssize_t send_src(struct san_sock *s, const struct iovec *iov)
 	if (r == 1)
 		s->prov->ring_peer(s);
 	s->src_out = true;
-	s->src_len = iov[0].iov_len;
+	s->src_len = len;
 	s->src_buf = iov[0].iov_base;
 	return -EINPROGRESS;
 }
@@ -544,14 +603,14 @@ static ssize_t send_src(struct san_sock *s, const struct iovec *iov)
  * offer names; san_shm_ring_src_move then turns the offer into MOVED (the consumer reads the
  * frames from then on) and publishes them, unless the peer claimed the offer first: then the
  * held frames and regions are dropped and the claim stands. Returns the bytes moved (the
- * offer settled), or 0 (nothing moved: the offer is as it was, and san_conn_src_settle
- * decides). Lock held.
+ * offer settled; at least its length, which send_src saw to), or 0 (nothing moved: the offer
+ * is as it was, and san_conn_src_settle decides). Lock held.
  */
 ssize_t san_conn_src_move(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total)
 {
 	struct san_stage stage0;
 	uint32_t xid0 = s->xfer_tx_id;
-	size_t sent = 0;
+	size_t sent = 0, last = 0;
 	ssize_t r = 0;
 	int mode = -1;
 
@@ -568,8 +627,12 @@ ssize_t san_conn_src_move(struct san_sock *s, const struct iovec *iov, int iovcn
 	} else if (mode == SAN_XFER_READ || mode == SAN_XFER_GRANT) {
 		while (sent < total && (r = send_region(s, iov, iovcnt, sent, total - sent, mode)) > 0)
 			sent += (size_t)r;
+		/* a last byte makes no region (FIRST DATA carries one, the rest at least one) */
+		if (sent && total - sent == 1 && !s->err && send_copy(s, iov, iovcnt, sent, 1) == 1)
+			last = 1;
+		sent += last;
 	} else if (mode != -ENOBUFS) {
-		r = send_copy(s, iov, iovcnt, total);
+		r = send_copy(s, iov, iovcnt, 0, total);
 		sent = r > 0 ? (size_t)r : 0;
 	}
 	/*
@@ -596,7 +659,7 @@ ssize_t san_conn_src_move(struct san_sock *s, const struct iovec *iov, int iovcn
 		if (mode == SAN_XFER_READ || mode == SAN_XFER_GRANT)
 			san_stats_add(mode == SAN_XFER_GRANT ? SAN_STAT_GRANT_TX_BYTES
 							     : SAN_STAT_READ_TX_BYTES,
-				      sent);
+				      sent - last); /* (the last byte went as DATA) */
 	}
 	return (ssize_t)sent;
 }
@@ -714,7 +777,7 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
 		if (r != 0)
 			return r; /* the rest, if any, in the next round */
 	}
-	if (may_wait && src_allowed(s, iov, total) && send_src(s, iov) == -EINPROGRESS)
+	if (may_wait && src_allowed(s, iov, total) && send_src(s, iov, total) == -EINPROGRESS)
 		return -EINPROGRESS;
 	if (total > san_cfg.inline_max) {
 		int mode = bulk_mode(s, total);
@@ -740,7 +803,7 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
 			return sent ? (ssize_t)sent : r;
 		}
 	}
-	return send_copy(s, iov, iovcnt, total);
+	return send_copy(s, iov, iovcnt, 0, total);
 }
 
 /* ---- direct grant, receiving side ------------------------------------------------------ */

@@ -3,7 +3,7 @@
 # up must not vanish from its view (t_switch_dread_late.sh runs this preloaded with
 # SANSWITCH_FAULT=src_late).
 #
-#   switch_dread_late.py ROUNDS [close|shutdown]
+#   switch_dread_late.py ROUNDS [close|shutdown|big|odd]
 #
 # Each round: a switched pair in this process; the main thread sleeps in poll() for POLLIN, and
 # once /proc says it does, a second thread makes one blocking 300 KiB send, which offers its
@@ -15,11 +15,14 @@
 # move, the same 100 ms), and the receiver gets the bytes, then EOF. With "shutdown", that third
 # thread calls shutdown(SHUT_WR) instead: the shutdown gives the offer up the same way before its
 # DISCONNECT, the send (one send(), not sendall) returns the count moved, and the receiver gets
-# exactly those bytes, then EOF. The receiver was woken for those bytes, so as kernel TCP would:
-# poll must still say POLLIN, FIONREAD must be in 1..N and a MSG_DONTWAIT recv must return bytes
-# (not EAGAIN, not EOF); then every byte the send reported must arrive, in order (sha256).
-# Output: "round N: ok ..." or "round N: WRONG ...", and last "# sent BYTES" (what the sends
-# reported, all rounds); exit 0 if every round was ok, 1 otherwise.
+# exactly those bytes, then EOF. With "big", the send is of 8 MiB, more than the bulk area holds
+# (the offer may not promise more than its move can take); with "odd", of 512 KiB + 1 (a region,
+# a quarter of the area, and one byte that makes no region). The receiver was woken for those
+# bytes, so as kernel TCP would: poll must still say POLLIN, FIONREAD must be in 1..N and not
+# below what it said at the wake-up (nothing was read in between), and a MSG_DONTWAIT recv must
+# return bytes (not EAGAIN, not EOF); then every byte the send reported must arrive, in order
+# (sha256). Output: "round N: ok ..." or "round N: WRONG ...", and last "# sent BYTES" (what
+# the sends reported, all rounds); exit 0 if every round was ok, 1 otherwise.
 import errno
 import fcntl
 import hashlib
@@ -35,6 +38,7 @@ import time
 from sockx import asleep, switched_pair
 
 N = 300 * 1024
+SIZES = {"big": 8 * 1024 * 1024, "odd": 512 * 1024 + 1}
 
 
 def fionread(s):
@@ -44,7 +48,9 @@ def fionread(s):
 def one_round(i, mode):
     a, b, lst = switched_pair()
     lst.close()
-    data = os.urandom(N)
+    size = SIZES.get(mode, N)
+    ends = mode in ("close", "shutdown")  # another thread ends the stream
+    data = os.urandom(size)
     me = threading.get_native_id()
     sent = {}
     woken = threading.Event()
@@ -65,24 +71,25 @@ def one_round(i, mode):
                 sent["n"] = a.send(data)  # the shutdown cuts it short: what it says went
             else:
                 a.sendall(data)
-                sent["n"] = N
+                sent["n"] = size
         except OSError as e:
             sent["err"] = str(e)
 
     t = threading.Thread(target=sender, daemon=True)
     t.start()
-    if mode:
+    if ends:
         c = threading.Thread(target=ender, daemon=True)
         c.start()
     p = select.poll()
     p.register(b, select.POLLIN)
     woke = p.poll(10000)
+    at_wake = fionread(b)
     woken.set()
     time.sleep(0.05)
     ready = p.poll(0)
     avail = fionread(b)
     try:
-        first = b.recv(N, socket.MSG_DONTWAIT)
+        first = b.recv(size, socket.MSG_DONTWAIT)
         how = "%d bytes" % len(first)
     except OSError as e:
         first = b""
@@ -90,19 +97,19 @@ def one_round(i, mode):
     got = bytearray(first)
     b.settimeout(10)
     eof = None
-    while len(got) < N:
-        more = b.recv(N)
+    while len(got) < size:
+        more = b.recv(size)
         if not more:
             eof = True
             break
         got += more
-    if mode and eof is None:
+    if ends and eof is None:
         try:
             eof = b.recv(1) == b""
         except OSError as e:
             eof = False
             how += ", then %s" % errno.errorcode.get(e.errno, str(e.errno))
-    if mode:
+    if ends:
         c.join(10)
     t.join(10)
     n = sent.get("n", 0)
@@ -111,8 +118,11 @@ def one_round(i, mode):
         problems.append("poll never woke")
     if not (ready and ready[0][1] & select.POLLIN):
         problems.append("POLLIN gone after the wake-up")
-    if not 0 < avail <= N:
+    if not 0 < avail <= size:
         problems.append("FIONREAD %d" % avail)
+    if avail < at_wake:
+        problems.append("FIONREAD went down without a read: %d at the wake-up, %d later" % (
+            at_wake, avail))
     if not first:
         problems.append("MSG_DONTWAIT recv: %s" % how)
     want, have = hashlib.sha256(data[:n]).hexdigest(), hashlib.sha256(got).hexdigest()
@@ -121,22 +131,23 @@ def one_round(i, mode):
             len(got), n, have, want))
     if "n" not in sent:
         problems.append("send: %s" % sent.get("err", "did not finish"))
-    elif n <= 0 or (mode != "shutdown" and n != N):
-        problems.append("send: %d of %d" % (n, N))
-    if mode and not eof:
+    elif n <= 0 or (mode != "shutdown" and n != size):
+        problems.append("send: %d of %d" % (n, size))
+    if ends and not eof:
         problems.append("no EOF after the bytes")
     if mode != "close":
         a.close()
     b.close()
-    print("round %d: %s (fionread %d, first recv %s, sent %d)" % (
-        i, "WRONG: " + "; ".join(problems) if problems else "ok", avail, how, n), flush=True)
+    print("round %d: %s (fionread %d at the wake-up, %d later, first recv %s, sent %d)" % (
+        i, "WRONG: " + "; ".join(problems) if problems else "ok", at_wake, avail, how, n),
+        flush=True)
     return n, not problems
 
 
 print("# pid %d" % os.getpid(), flush=True)
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 mode = sys.argv[2] if len(sys.argv) > 2 else ""
-if mode not in ("", "close", "shutdown"):
+if mode not in ("", "close", "shutdown") and mode not in SIZES:
     sys.exit("switch_dread_late.py: no such mode: %s" % mode)
 results = [one_round(i, mode) for i in range(rounds)]
 print("# sent %d" % sum(n for n, _ in results), flush=True)
