@@ -830,7 +830,7 @@ static ssize_t src_wait(struct san_sock *s, const struct iovec *iov, int iovcnt,
 		 * Not taken in time: the bytes go through the ring instead, moved there in the same
 		 * step that takes the offer back (the peer, woken for them, must not find them
 		 * gone in between). The offer is as it was if that could not be done (claimed
-		 * meanwhile, no room): then the settle below decides.
+		 * meanwhile; or a reset, the peer gone): then the settle below decides.
 		 */
 		if (late && (r = san_conn_src_move(s, iov, iovcnt, total)) > 0) {
 			*moved = true;
