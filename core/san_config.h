@@ -77,8 +77,8 @@ struct san_config {
 /*
  * SANSWITCH_VERBS_AREA: the verbs bulk area per direction, in MiB. auto (the default): a
  * connection we open proposes twice the path's bandwidth-delay product as estimated at set-up,
- * one we accept takes what the peer proposes (up to MAX); 1..MAX: we propose that and take no
- * more (docs/verbs.md section 4, "Window").
+ * plus one region; one we accept takes what the peer proposes (up to MAX); 1..MAX: we propose
+ * that and take no more (docs/verbs.md section 4, "Window").
  */
 #define SAN_CFG_VERBS_AREA_MAX 16
 #define SAN_CFG_VERBS_AREA_AUTO UINT32_MAX

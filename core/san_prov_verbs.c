@@ -262,15 +262,41 @@ static void run_del(struct vconn *v)
  * tcpi_min_rtt, same path) times the fastest active RDMA port's rate: 1 MiB on a short link. A
  * software device reports a port rate far above what it carries (rxe says 2.5 Gbit/s), which
  * costs pinned memory, not speed. Beyond the first MiB an area comes out of a process-wide
- * pinning budget (V_AREA_BUDGET, or a quarter of RLIMIT_MEMLOCK when not root); a connection
- * that finds none left gets 1 MiB.
+ * pinning budget (V_AREA_BUDGET, or a quarter of what v_pin_limit allows if that is less); a
+ * connection that finds none left gets 1 MiB.
  */
 static atomic_uint_fast64_t area_extra; /* bytes the areas beyond V_BULK each way pin, in all */
 
 /*
- * What this process may pin, in bytes: RLIMIT_MEMLOCK, unless it holds CAP_IPC_LOCK (then the
- * limit does not apply, on rxe as on hardware: UINT64_MAX). Root without the capability (as
- * under setpriv, or in a container) is limited like anyone else.
+ * Are we in the initial user namespace (uid_map the identity)? The kernel's pinning check
+ * (ib_umem_get) asks for CAP_IPC_LOCK there: root of a user namespace has it only inside.
+ */
+static bool v_init_userns(void)
+{
+	char buf[128];
+	unsigned long a, b, n;
+	const char *nl;
+	long len;
+	int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	len = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
+	san_sys_close(fd);
+	if (len <= 0)
+		return false;
+	buf[len] = 0;
+	nl = strchr(buf, '\n');
+	/* one line, "0 0 4294967295" */
+	return sscanf(buf, "%lu %lu %lu", &a, &b, &n) == 3 && a == 0 && b == 0 &&
+	       n == 4294967295ul && (!nl || !nl[1]);
+}
+
+/*
+ * What this process may pin, in bytes: RLIMIT_MEMLOCK, unless it holds CAP_IPC_LOCK in the
+ * initial user namespace (then the limit does not apply, on rxe as on hardware: UINT64_MAX).
+ * Root without the capability (as under setpriv, or in a rootless container) is limited like
+ * anyone else.
  */
 static uint64_t v_pin_limit(void)
 {
@@ -279,7 +305,7 @@ static uint64_t v_pin_limit(void)
 	struct rlimit rl;
 
 	if (!syscall(SYS_capget, &hdr, caps) &&
-	    (caps[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32))))
+	    (caps[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32))) && v_init_userns())
 		return UINT64_MAX;
 	if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY)
 		return UINT64_MAX;
@@ -405,6 +431,7 @@ static struct vconn *v_new(size_t bulk)
 	v->map_len = v_area_off() + 2 * bulk; /* the bulk area: registered at commit */
 	base = mmap(NULL, v->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (base == MAP_FAILED) {
+		area_give(bulk);
 		free(v);
 		return NULL;
 	}
@@ -1798,6 +1825,7 @@ static int v_propose(struct san_sock *s)
 	char host[INET6_ADDRSTRLEN];
 	size_t alen = sizeof(acc), agreed;
 	uint64_t rtt_us, rate;
+	uint32_t mib;
 	int r;
 
 	r = san_owner_tuple(s->fd, &s->tuple);
@@ -1810,7 +1838,10 @@ static int v_propose(struct san_sock *s)
 		return san_up_fallback(s, SAN_FB_NO_PROVIDER);
 	if (v_absent || deaf_peer(&s->tuple.peer, false))
 		return SAN_PROV_NO_PEER;
-	v = v_new(area_take(area_want(s->tcp, &rtt_us, &rate)));
+	san_fd_guard_enter(); /* (area_want may open the devices: their fds are not ours to track) */
+	mib = area_want(s->tcp, &rtt_us, &rate);
+	san_fd_guard_leave();
+	v = v_new(area_take(mib));
 	if (!v)
 		return san_up_fallback(s, SAN_R_RESOURCES);
 	pp.area_mib = (uint8_t)(v->bulk / V_MIB);
@@ -2392,6 +2423,9 @@ static void v_atfork_child(void)
 		}
 	running = NULL; /* the parent's: not to be polled here */
 	atomic_store(&nrunning, 0);
+	/* (the orphans are never freed here, and this process has pinned nothing yet) */
+	atomic_store(&area_extra, 0);
+	atomic_store(&rc_pinned, 0);
 	vlisteners = vlinger = NULL; /* leaked in the child on purpose: closing would touch the
 				      * parent's */
 }

@@ -842,8 +842,7 @@ uint64_t san_verbs_rate_of(uint8_t active_width, uint32_t active_speed)
 		{ 16, 14063 }, /* FDR */
 		{ 32, 25781 }, /* EDR */
 		{ 64, 53125 }, /* HDR */
-		{ 128, 106250 }, /* NDR */
-		{ 256, 212500 }, /* XDR */
+		{ 128, 106250 }, /* NDR (XDR needs active_speed_ex, which this rdma-core lacks) */
 	};
 	uint64_t lanes;
 
