@@ -16,6 +16,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "core/san_linkrate.h"
 #include "core/san_log.h"
 #include "core/san_verbs.h"
 #include "core/san_vpool.h"
@@ -829,37 +830,6 @@ static struct ibv_context **open_devices(void)
 	return devices;
 }
 
-uint64_t san_verbs_rate_of(uint8_t active_width, uint32_t active_speed)
-{
-	static const struct {
-		uint32_t code;
-		uint64_t mbps; /* one lane */
-	} speeds[] = {
-		{ 1, 2500 },   /* SDR */
-		{ 2, 5000 },   /* DDR */
-		{ 4, 10000 },  /* QDR */
-		{ 8, 10313 },  /* FDR10 */
-		{ 16, 14063 }, /* FDR */
-		{ 32, 25781 }, /* EDR */
-		{ 64, 53125 }, /* HDR */
-		{ 128, 106250 }, /* NDR (XDR needs active_speed_ex, which this rdma-core lacks) */
-	};
-	uint64_t lanes;
-
-	switch (active_width) {
-	case 1: lanes = 1; break;
-	case 2: lanes = 4; break;
-	case 4: lanes = 8; break;
-	case 8: lanes = 12; break;
-	case 16: lanes = 2; break;
-	default: return 0;
-	}
-	for (size_t i = 0; i < sizeof(speeds) / sizeof(speeds[0]); i++)
-		if (speeds[i].code == active_speed)
-			return lanes * speeds[i].mbps * 1000000ull;
-	return 0;
-}
-
 uint64_t san_verbs_port_rate(void)
 {
 	struct ibv_context **d = open_devices();
@@ -876,7 +846,7 @@ uint64_t san_verbs_port_rate(void)
 
 			if (ibv_query_port(*d, p, &pa) || pa.state != IBV_PORT_ACTIVE)
 				continue;
-			r = san_verbs_rate_of(pa.active_width, pa.active_speed);
+			r = san_linkrate_bps(pa.active_width, pa.active_speed);
 			if (r > best)
 				best = r;
 		}

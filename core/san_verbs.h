@@ -236,9 +236,6 @@ bool san_verbs_fork_unneeded(void);
  */
 uint64_t san_verbs_port_rate(void);
 
-/* ibv_port_attr's active_width and active_speed codes as bits per second; 0 if unknown. */
-uint64_t san_verbs_rate_of(uint8_t active_width, uint32_t active_speed);
-
 /* A READ or WRITE completed: status 0, or -ECONNRESET when it failed (the connection is broken
  * then: every other outstanding one reports the same). Called from san_verbs_poll. */
 typedef void (*san_verbs_rdma_cb)(void *arg, uint64_t cookie, int status);

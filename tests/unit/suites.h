@@ -22,6 +22,7 @@
 	X(regcache)        \
 	X(memhook)         \
 	X(vpool)           \
+	X(linkrate)        \
 	X(upgrade)         \
 	X(shm_ring)        \
 	X(shm_cma)         \
