@@ -563,7 +563,7 @@ static size_t move_room(struct san_sock *s, size_t n)
 static ssize_t send_src(struct san_sock *s, const struct iovec *iov, size_t total)
 {
 	uint64_t cons;
-	size_t len;
+	size_t len, room;
 	int r;
 
 	if (s->prov->area_released(s, &cons) < 0 || cons != s->txr.prod)
@@ -574,8 +574,9 @@ static ssize_t send_src(struct san_sock *s, const struct iovec *iov, size_t tota
 	len = move_room(s, total);
 	if (len > iov[0].iov_len)
 		len = iov[0].iov_len;
-	if (len > move_room(s, len))
-		len = move_room(s, len);
+	room = move_room(s, len); /* (the offer's alone: its frames may split differently) */
+	if (len > room)
+		len = room;
 	if (s->err || len < SAN_CONN_SRC_MIN)
 		return 0;
 	if (!++s->src_id)

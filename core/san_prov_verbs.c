@@ -296,9 +296,12 @@ static bool v_init_userns(void)
  * What this process may pin, in bytes: RLIMIT_MEMLOCK, unless it holds CAP_IPC_LOCK in the
  * initial user namespace (then the limit does not apply, on rxe as on hardware: UINT64_MAX).
  * Root without the capability (as under setpriv, or in a rootless container) is limited like
- * anyone else.
+ * anyone else. Found once per process, at its first connection (the budgets below derive from
+ * it; a limit raised later is not seen).
  */
-static uint64_t v_pin_limit(void)
+static uint64_t pin_limit;
+
+static void pin_limit_find(void)
 {
 	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
 	struct __user_cap_data_struct caps[_LINUX_CAPABILITY_U32S_3];
@@ -306,10 +309,19 @@ static uint64_t v_pin_limit(void)
 
 	if (!syscall(SYS_capget, &hdr, caps) &&
 	    (caps[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32))) && v_init_userns())
-		return UINT64_MAX;
-	if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY)
-		return UINT64_MAX;
-	return rl.rlim_cur;
+		pin_limit = UINT64_MAX;
+	else if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY)
+		pin_limit = UINT64_MAX;
+	else
+		pin_limit = rl.rlim_cur;
+}
+
+static uint64_t v_pin_limit(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, pin_limit_find);
+	return pin_limit;
 }
 
 static uint64_t area_budget(void)
@@ -1470,15 +1482,9 @@ static atomic_uint_fast64_t rc_pinned; /* bytes the caches' registrations pin no
 
 static uint64_t v_rc_budget(void)
 {
-	static _Atomic uint64_t budget;
-	uint64_t b = atomic_load_explicit(&budget, memory_order_relaxed);
+	uint64_t b = v_pin_limit() / 4;
 
-	if (b)
-		return b;
-	b = v_pin_limit() / 4;
-	b = b > V_RC_BYTES ? V_RC_BYTES : b ? b : 1;
-	atomic_store_explicit(&budget, b, memory_order_relaxed);
-	return b;
+	return b > V_RC_BYTES ? V_RC_BYTES : b ? b : 1;
 }
 
 static int v_rc_reg(void *ctx, void *addr, size_t len, unsigned int access, struct san_reg *out)

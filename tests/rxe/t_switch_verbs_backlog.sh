@@ -13,25 +13,25 @@
 set -u
 # shellcheck source=tests/rxe/switch_lib.sh
 . "$(dirname -- "$0")/switch_lib.sh"
-BL=$(dirname -- "$0")/backlog.py
+RL=$(dirname -- "$0")/relisten.py # (one round, the server asleep 3 s after its accept)
 [ -x /usr/bin/python3 ] && PY=/usr/bin/python3 # (not a wrapper: see t_switch_verbs_relisten)
 count=36 size=$((24 << 10))
 export SANSWITCH_BULK=read
 for ra in auto 2; do
 	export SANSWITCH_READ_AHEAD=$ra
-	rm -f "$TMP/port"
-	spawn "backlog.$ra.srv" pre "$PY" "$BL" server "$addr" "$TMP" 3
+	mkdir -p "$TMP/$ra"
+	spawn "backlog.$ra.srv" pre "$PY" "$RL" server "$addr" "$TMP/$ra" 1 3
 	srv=$SPAWN_PID
 	for ((i = 0; i < 300; i++)); do
-		[ -f "$TMP/port" ] && break
+		[ -f "$TMP/$ra/ready.0" ] && break
 		sleep 0.1
 	done
-	[ -f "$TMP/port" ] || { show "$TMP/backlog.$ra.srv.err"; fail "$ra: the server did not listen"; }
+	[ -f "$TMP/$ra/ready.0" ] || { show "$TMP/backlog.$ra.srv.err"; fail "$ra: the server did not listen"; }
 	rc=0
-	as_t pre 120 "$PY" "$BL" client "$addr" "$(cat "$TMP/port")" "$count" "$size" 41 \
+	as_t pre 120 "$PY" "$RL" client "$addr" "$(cat "$TMP/$ra/ready.0")" $((count * size)) 41 "$size" \
 		>"$TMP/backlog.$ra.cli.out" 2>"$TMP/backlog.$ra.cli.err" || rc=$?
 	wait_pid "$srv" 30 || fail "$ra: the server did not end"
-	[ "$rc" -eq 0 ] && grep -q '^backlog: client ok ' "$TMP/backlog.$ra.cli.out" || {
+	[ "$rc" -eq 0 ] && grep -q '^relisten: client ok ' "$TMP/backlog.$ra.cli.out" || {
 		show "$TMP/backlog.$ra.cli.out" "$TMP/backlog.$ra.cli.err" "$TMP/backlog.$ra.srv.err"
 		fail "$ra: client exit $rc"
 	}
