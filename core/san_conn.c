@@ -103,8 +103,12 @@ static void ring_broken(struct san_sock *s, const char *what, int r)
 	san_sock_reset_locked(s, -ECONNRESET, r == -EPROTO ? SAN_R_PROTOCOL : SAN_R_PROTOCOL);
 }
 
-/* Publish the reserved frame and ring the peer if it sleeps. */
-static int commit(struct san_sock *s)
+/*
+ * Publish the reserved frame and ring the peer if it sleeps. data: the frame carries stream
+ * bytes (DATA, a transfer's rest, a direct write's report): until the peer's consumer has
+ * passed it, the peer has bytes of ours unread (san_conn_peer_unread).
+ */
+static int commit(struct san_sock *s, bool data)
 {
 	int c = san_shm_ring_prod_commit(&s->txr);
 
@@ -114,6 +118,8 @@ static int commit(struct san_sock *s)
 		ring_broken(s, "send", c);
 		return -ECONNRESET;
 	}
+	if (data)
+		s->tx_data_end = s->txr.prod;
 	return 0;
 }
 
@@ -127,7 +133,8 @@ static int post(struct san_sock *s, const struct san_msg *m)
 		return room;
 	if (san_msg_encode(m, buf, (size_t)room) < 0)
 		return -EINVAL;
-	return commit(s);
+	return commit(s, m->type == SAN_T_DATA || m->type == SAN_T_SRC_AVAIL ||
+				 m->type == SAN_T_WRITE_DONE);
 }
 
 int san_conn_post_ctrl(struct san_sock *s, uint8_t type, uint16_t reason)
@@ -203,7 +210,7 @@ static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt
 		if (san_msg_encode(&m, buf, (size_t)room) < 0)
 			return sent ? (ssize_t)sent : -EINVAL;
 		san_conn_iov_copy(iov, iovcnt, skip + sent, san_msg_payload(buf, &m), chunk, false);
-		r = commit(s);
+		r = commit(s, true);
 		if (r < 0)
 			return sent ? (ssize_t)sent : r;
 		sent += chunk;
@@ -486,7 +493,7 @@ static ssize_t send_direct(struct san_sock *s, const struct iovec *iov, int iovc
 			 s->fd, strerror((int)-w));
 		s->direct_off = true;
 	}
-	if (san_msg_encode(&m, buf, (size_t)room) < 0 || commit(s) < 0) {
+	if (san_msg_encode(&m, buf, (size_t)room) < 0 || commit(s, true) < 0) {
 		if (!s->err)
 			ring_broken(s, "send", -EPROTO);
 		return -ECONNRESET;
@@ -756,11 +763,37 @@ void san_conn_src_drop(struct san_sock *s)
 	}
 }
 
+/*
+ * A send after the peer's process let go of the connection, answered as TCP answers one to a
+ * closed socket: a peer gone with our bytes unread reset the connection (ECONNRESET now); one
+ * gone by FIN takes the first send, which nobody will read, and answers it with an RST
+ * (EPIPE from then on: TCP's error after the peer's FIN). A peer whose reads are not seen
+ * (verbs): EPIPE. Lock held.
+ */
+static ssize_t gone_send(struct san_sock *s, size_t total)
+{
+	if (s->peer_end == SK_PEER_RST) {
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+		return -ECONNRESET;
+	}
+	if (s->peer_end != SK_PEER_FIN || s->gone_write)
+		return -EPIPE;
+	s->gone_write = true;
+	san_sock_reset_locked(s, -EPIPE, SAN_R_TCP);
+	s->err_told = false; /* the next call reports it */
+	return (ssize_t)total;
+}
+
 ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total,
 		      bool may_wait)
 {
-	if (s->fin_sent || s->anchor_dead)
+	if (s->fin_sent)
 		return -EPIPE;
+	if (s->peer_fin && !s->anchor_dead)
+		/* the peer said its last word: learn now whether it is gone (one peek, rare) */
+		san_sock_check_anchor(s);
+	if (s->anchor_dead)
+		return gone_send(s, total);
 	if (s->src_out)
 		return -EAGAIN; /* another thread's send is being read: nothing may pass it */
 	/*
@@ -1297,15 +1330,58 @@ out:
 			san_stats_add(SAN_STAT_SAN_RX_BYTES, got);
 		return (ssize_t)got;
 	}
+	if (!s->err && s->anchor_dead && !s->peer_fin &&
+	    san_shm_ring_cons_peek(&s->rxr, &(struct san_shm_frame){ 0 }) == -EAGAIN) {
+		/*
+		 * The anchor ended and no DISCONNECT came: the peer's process let go of the
+		 * connection without a word (san_sock_check_anchor), and we have read all it
+		 * sent. It ends here as its kernel would have ended TCP: a FIN, or an RST (also
+		 * when it went between a transfer's two frames: the rest will never come).
+		 */
+		if (s->peer_end == SK_PEER_FIN && !s->xfer_rx_open)
+			s->peer_fin = true;
+		else
+			san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+	}
 	if (s->peer_fin)
 		return 0;
-	if (!s->err && s->anchor_dead)
-		/* The anchor ended and no DISCONNECT came: the peer died. */
-		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
 	if (s->err)
 		/* TCP reports a reset once; after that the stream reads as ended */
 		return san_sock_take_err(s, 0);
 	return -EAGAIN;
+}
+
+bool san_conn_abort_ahead(struct san_sock *s)
+{
+	struct san_shm_cons c = s->rxr;
+	struct san_shm_frame f;
+	struct san_msg m;
+	int r;
+
+	if (!c.sh)
+		return false;
+	/* bounded: every frame is at least a header long, and the walk stops at prod */
+	while ((r = san_shm_ring_cons_peek(&c, &f)) == 0) {
+		if (san_msg_decode(f.msg, f.len, SAN_CHAN_SESSION, c.max_msg, &m) < 0)
+			return true; /* a broken ring resets anyway */
+		if (m.type == SAN_T_ABORT)
+			return true;
+		if (san_shm_ring_cons_skip(&c) < 0)
+			return true;
+	}
+	return r != -EAGAIN;
+}
+
+bool san_conn_peer_unread(struct san_sock *s)
+{
+	uint64_t cons;
+
+	if (!s->txr.sh)
+		return false;
+	/* a ring the peer broke cannot say: a reset, as for any broken ring */
+	if (san_shm_ring_prod_released(&s->txr, &cons) < 0)
+		return true;
+	return cons < s->tx_data_end;
 }
 
 bool san_conn_rx_ready(struct san_sock *s)

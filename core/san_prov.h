@@ -78,6 +78,13 @@ struct san_prov_ops {
 	 */
 	bool grant_keys;
 	/*
+	 * The peer's consumer index of our outbound ring is its application's own progress (shm:
+	 * the rings are shared memory), so once the peer's process is gone we can tell whether it
+	 * left bytes of ours unread, as the kernel tells FIN from RST at its close (verbs: the
+	 * index is our provider's, which sends frames; the peer's reads are not seen).
+	 */
+	bool peer_reads_seen;
+	/*
 	 * Optional. Bring in what the peer has already sent (verbs: completions not yet taken
 	 * into the private inbound ring), before the anchor's EOF is believed. Lock held.
 	 */

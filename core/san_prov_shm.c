@@ -70,4 +70,5 @@ const struct san_prov_ops san_prov_shm = {
 	.area_key = shm_area_key,
 	.area_released = shm_area_released,
 	.area_arm = shm_area_arm,
+	.peer_reads_seen = true,
 };

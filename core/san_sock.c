@@ -11,6 +11,7 @@
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
 #include "core/san_sock.h"
+#include "core/san_sig.h"
 #include "core/san_stats.h"
 #include "core/san_sys.h"
 #include "proto/san_msg.h"
@@ -710,9 +711,11 @@ static int sock_read_mark(struct san_sock *s)
 
 /*
  * Wait outside the lock for fd to become ready, or for the anchor of a switched connection
- * to report the peer's end; false on timeout.
+ * to report the peer's end. 1: look again; 0: timed out; -EINTR: a signal handler ran and
+ * the call must end as the kernel's would (san_sig.h); a handler that asks for restart, with
+ * no timeout on the socket, is 1.
  */
-static bool wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
+static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
 {
 	struct pollfd p[2] = { { fd, ev, 0 }, { s->swapped ? s->tcp : -1, POLLIN, 0 } };
 	int r = san_sys_poll(p, s->swapped ? 2 : 1, timeout_ms);
@@ -722,7 +725,9 @@ static bool wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
 		san_sock_check_anchor(s);
 		pthread_mutex_unlock(&s->lock);
 	}
-	return r > 0 || r == -EINTR;
+	if (r == -EINTR)
+		return san_sig_restarts(timeout_ms >= 0) ? 1 : -EINTR;
+	return r > 0;
 }
 
 /* After the MARK nothing but EOF or an error can come on the anchor: the peer has gone. */
@@ -740,10 +745,25 @@ void san_sock_check_anchor(struct san_sock *s)
 		/* what the peer sent before it went must be in the ring before EOF is believed */
 		s->prov->progress(s);
 	}
-	san_debug("fd %d: the anchor reports %s: the peer is gone", s->fd,
-		  r > 0 ? "data after the MARK" : r == 0 ? "EOF" : strerror((int)-r));
 	s->anchor_dead = true;
-	if (r == -ECONNRESET)
+	/*
+	 * The anchor ends when the peer's process lets go of its last copy: a close() (its
+	 * DISCONNECT or ABORT is in the ring before), or an exit, a kill, a crash, an exec, with
+	 * nothing said. The kernel then ends TCP with a FIN, or an RST if the process left bytes
+	 * unread. Where the rings are shared, what the peer had read is in them, whatever the
+	 * anchor says (an RST there may only mean that the peer left our MARK unread: a process
+	 * that only sent never read it). Decided now, before any later send of ours could be
+	 * taken for bytes it left unread.
+	 */
+	if (!s->prov || !s->prov->peer_reads_seen)
+		s->peer_end = SK_PEER_UNKNOWN;
+	else
+		s->peer_end = san_conn_peer_unread(s) ? SK_PEER_RST : SK_PEER_FIN;
+	san_debug("fd %d: the anchor reports %s: the peer is gone (%s)", s->fd,
+		  r > 0 ? "data after the MARK" : r == 0 ? "EOF" : strerror((int)-r),
+		  s->peer_end == SK_PEER_FIN ? "it read all we sent" :
+		  s->peer_end == SK_PEER_RST ? "it left bytes unread" : "its reads are not seen");
+	if (r == -ECONNRESET && (s->peer_end == SK_PEER_UNKNOWN || san_conn_abort_ahead(s)))
 		/* The peer reset (an RST follows its ABORT): say so now, as TCP does. */
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_APP_RESET);
 	/* Readable and writable from now on: every waiter comes to hear the news. */
@@ -851,7 +871,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 	struct san_sock *s;
 	size_t total = 0, done = 0;
 	bool nb, src_tried = false;
-	int timeo = -2;
+	int timeo = -2, w;
 	ssize_t r = sock_io_begin(fd, m, &s, &total);
 
 	if (r != 1)
@@ -971,8 +991,13 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			continue;
 		if (timeo == -2)
 			timeo = sock_timeo_ms(s, SO_SNDTIMEO);
-		if (!wait_fd(s, waitfd, waitev, timeo)) {
-			r = -EAGAIN;
+		w = wait_fd(s, waitfd, waitev, timeo);
+		if (w <= 0) {
+			/*
+			 * Timed out: EAGAIN; a signal: EINTR; either way what went is returned.
+			 * X stays plugged: the ring is still full for every other send and poll.
+			 */
+			r = w < 0 ? -EINTR : -EAGAIN;
 			break;
 		}
 		if (s->tx == SK_TX_SAN)
@@ -1031,7 +1056,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 	struct san_sock *s;
 	size_t total = 0, done = 0;
 	bool nb, waitall;
-	int timeo = -2, paused_waits = 0;
+	int timeo = -2, paused_waits = 0, w;
 	ssize_t r = sock_io_begin(fd, m, &s, &total);
 
 	if (r != 1)
@@ -1192,16 +1217,20 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			break;
 		if (timeo == -2)
 			timeo = sock_timeo_ms(s, SO_RCVTIMEO);
-		if (!wait_fd(s, waitfd, POLLIN, claimed ? -1 : timeo)) {
+		w = wait_fd(s, waitfd, POLLIN, claimed ? -1 : timeo);
+		if (w <= 0) {
 			bool settled;
 
-			/* Timed out: an offer the peer claimed keeps us until its answer. */
+			/*
+			 * Timed out, or a signal: an offer the peer claimed keeps us until its
+			 * answer (its bytes are ours then: the call returns them).
+			 */
 			pthread_mutex_lock(&s->lock);
 			settled = san_conn_direct_settle(s);
 			pthread_mutex_unlock(&s->lock);
 			if (!settled)
 				continue;
-			r = -EAGAIN;
+			r = w < 0 ? -EINTR : -EAGAIN;
 			break;
 		}
 	}

@@ -28,6 +28,18 @@
  */
 enum san_sock_rx { SK_RX_TCP, SK_RX_PAUSED, SK_RX_DRAIN, SK_RX_SAN };
 enum san_sock_tx { SK_TX_TCP, SK_TX_SAN };
+/*
+ * The peer's process has closed its last copy of the connection (the anchor ended) without a
+ * DISCONNECT or ABORT for us to read: exited, killed, crashed, or closed it behind our wrappers.
+ * The kernel would have ended its TCP socket with a FIN, or an RST if bytes we sent were left
+ * unread there; on shm the rings tell which (docs/protocol.md §13, "The peer's process ends").
+ */
+enum san_peer_end {
+	SK_PEER_HERE,	 /* the anchor is alive */
+	SK_PEER_FIN,	 /* gone, our bytes all read: EOF after the ring's data, one send taken */
+	SK_PEER_RST,	 /* gone with our bytes unread: ECONNRESET after the ring's data */
+	SK_PEER_UNKNOWN, /* gone, and its reads are not seen (verbs): a reset */
+};
 
 #define SAN_SOCK_EPOLL_MAX 8
 
@@ -109,6 +121,9 @@ struct san_sock {
 	bool err_told;	   /* err was reported once (recv, send or SO_ERROR): as TCP after it
 			    * consumed sk_err, reads now return 0 and sends fail EPIPE */
 	bool anchor_dead;  /* EOF or error on the anchor (peer process gone) */
+	uint8_t peer_end;  /* then, how TCP would have ended (enum san_peer_end) */
+	bool gone_write;   /* a send to a peer gone by FIN was taken (TCP's reply: RST) */
+	uint64_t tx_data_end; /* txr position past our last frame carrying stream bytes */
 	bool anchor_watch; /* the engine watches the anchor */
 	void *ew;	   /* engine watcher (engine thread only) */
 
@@ -248,6 +263,10 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 int san_conn_post_ctrl(struct san_sock *s, uint8_t type, uint16_t reason);
 int san_conn_send_hello(struct san_sock *s);
 bool san_conn_rx_ready(struct san_sock *s);
+/* The peer's consumer has not passed our last frame carrying stream bytes (shm only). */
+bool san_conn_peer_unread(struct san_sock *s);
+/* The inbound ring holds an ABORT ahead of the read cursor: the peer reset the connection. */
+bool san_conn_abort_ahead(struct san_sock *s);
 size_t san_conn_rx_bytes(struct san_sock *s);
 int san_conn_rx_arm(struct san_sock *s);
 void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovcnt);
