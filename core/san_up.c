@@ -508,6 +508,25 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 #define SAN_B_ACCEPT_TRIES 100 /* x 5 ms: how long a PROPOSE may wait for accept() */
 
 /*
+ * A PROPOSE names a connection none of ours has. It is worth waiting for only while no
+ * process holds it yet (it sits in the listener's accept queue), or while this process holds
+ * it and our accept() wrapper has not recorded it yet. Held by another process -- a worker
+ * that accepted on a listener it inherited from us, a child it was handed to -- or gone, it
+ * never will be ours: A, waiting in its first data call, must hear so now, not after the
+ * retries (a connection's first request took 0.5 s under nginx's workers).
+ */
+static bool b_owner_may_come(const struct san_propose *p)
+{
+	struct san_tuple t = { .local = p->dst, .peer = p->src };
+	uint64_t ino;
+	int r = san_owner_find_inode(&t, &ino);
+
+	if (r == 0)
+		return san_owner_pid_holds_inode(getpid(), ino) == 0;
+	return r != -ENOENT; /* in the accept queue, or the lookup could not say */
+}
+
+/*
  * A PROPOSE: answer it, or (no such connection yet: the application has not accepted it)
  * look again in a few milliseconds, within A's ACCEPT timeout.
  */
@@ -515,7 +534,8 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 {
 	uint16_t why = b_propose(c, &c->prx);
 
-	if (why == SAN_R_NOT_OWNER && ++c->tries < SAN_B_ACCEPT_TRIES) {
+	if (why == SAN_R_NOT_OWNER && ++c->tries < SAN_B_ACCEPT_TRIES &&
+	    b_owner_may_come(&c->prx.msg.u.propose)) {
 		ev_timer_set(&c->retry, 0.005, 0.);
 		ev_timer_start(loop, &c->retry);
 		return;
