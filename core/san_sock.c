@@ -717,8 +717,15 @@ static int sock_read_mark(struct san_sock *s)
  */
 static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
 {
-	struct pollfd p[2] = { { fd, ev, 0 }, { s->swapped ? s->tcp : -1, POLLIN, 0 } };
-	int r = san_sys_poll(p, s->swapped ? 2 : 1, timeout_ms);
+	/*
+	 * The TCP socket says when the peer's process is gone: the anchor, once swapped, reads
+	 * EOF or an error; before that (a pure sender still holds the TCP number, the peer's
+	 * MARK unread in it) only its hang-up flags may be asked for.
+	 */
+	bool peer = s->committed && s->tcp >= 0 && s->tcp != fd;
+	struct pollfd p[2] = { { fd, ev, 0 },
+			       { peer ? s->tcp : -1, s->swapped ? POLLIN : POLLRDHUP, 0 } };
+	int r = san_sys_poll(p, peer ? 2 : 1, timeout_ms);
 
 	if (r > 0 && p[1].revents) {
 		pthread_mutex_lock(&s->lock);
@@ -736,11 +743,20 @@ void san_sock_check_anchor(struct san_sock *s)
 	char b;
 	long r;
 
-	if (!s->swapped || s->anchor_dead)
+	if (!s->committed || s->anchor_dead || s->tcp < 0)
 		return;
-	r = san_sys_recv(s->tcp, &b, 1, MSG_DONTWAIT | MSG_PEEK);
-	if (r == -EAGAIN || r == -EINTR)
-		return;
+	if (s->swapped) {
+		r = san_sys_recv(s->tcp, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+		if (r == -EAGAIN || r == -EINTR)
+			return;
+	} else {
+		/* still the application's TCP socket: the peer's MARK may wait there unread */
+		struct pollfd p = { s->tcp, POLLRDHUP, 0 };
+
+		if (san_sys_poll(&p, 1, 0) <= 0)
+			return;
+		r = p.revents & POLLERR ? -ECONNRESET : 0;
+	}
 	if (s->prov && s->prov->progress) {
 		/* what the peer sent before it went must be in the ring before EOF is believed */
 		s->prov->progress(s);
@@ -945,8 +961,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 					pthread_cond_wait(&s->cond, &s->lock);
 				need_wait = nb ? -2 : -1;
 			}
-			if (r == -ECONNRESET && s->err)
-				s->err_told = true; /* this call reports it */
+			if (r == -ECONNRESET && s->err && !done)
+				s->err_told = true; /* this call reports it (else the next one) */
 			waitfd = s->xfd;
 			waitev = POLLOUT;
 			/*
@@ -956,7 +972,14 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			 */
 			if (r > 0 && nb && (size_t)r < total - done && s->swapped)
 				(void)san_conn_tx_arm(s, 0);
-			if (r == -EAGAIN && need_wait < 0)
+			if (r == -EAGAIN && !s->swapped && !s->anchor_dead &&
+			    (san_sock_check_anchor(s), s->anchor_dead))
+				/*
+				 * Full, and the peer's process is gone (its reader will never
+				 * free room): the send answers as TCP's to a closed peer.
+				 */
+				need_wait = -1;
+			else if (r == -EAGAIN && need_wait < 0)
 				; /* settled meanwhile (retry), or nonblocking behind an offer (EAGAIN) */
 			else if (r == -EAGAIN && san_conn_tx_arm(s, 0) == 1)
 				need_wait = -1; /* space now: retry at once */
@@ -1354,6 +1377,16 @@ int san_sock_take_err(struct san_sock *s, int eof_or_epipe)
 	if (s->err_told)
 		return eof_or_epipe;
 	s->err_told = true;
+	if (s->swapped && s->xfd >= 0) {
+		/*
+		 * TCP's POLLERR ends once its error is taken; X's (its partner released with
+		 * messages unread) likewise, read off the same way.
+		 */
+		int e;
+		socklen_t l = sizeof(e);
+
+		(void)SAN_SYS(SYS_getsockopt, (long)s->xfd, (long)SOL_SOCKET, (long)SO_ERROR, &e, &l);
+	}
 	return s->err;
 }
 
