@@ -773,8 +773,11 @@ void san_conn_src_drop(struct san_sock *s)
 static ssize_t gone_send(struct san_sock *s, size_t total)
 {
 	if (s->peer_end == SK_PEER_RST) {
-		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
-		return -ECONNRESET;
+		/* TCP: ECONNRESET, or EPIPE once the peer's FIN had come (CLOSE_WAIT) */
+		int e = s->peer_fin || san_conn_ctrl_ahead(s, SAN_T_DISCONNECT) ? -EPIPE : -ECONNRESET;
+
+		san_sock_reset_locked(s, e, SAN_R_TCP);
+		return e == -EPIPE ? san_sock_take_err(s, e) : e; /* (ECONNRESET: san_sock_sendmsg) */
 	}
 	if (s->peer_end != SK_PEER_FIN || s->gone_write)
 		return -EPIPE;
@@ -1309,6 +1312,13 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 				goto out; /* the data first; EOF on the next call */
 			s->peer_fin = true;
 			(void)consume(s);
+			/*
+			 * The peer shuts our Y's sending side with its DISCONNECT (X: POLLRDHUP), a
+			 * moment after the frame is in the ring: a poll right after this EOF must
+			 * see the FIN's flags already, as TCP's does.
+			 */
+			if (s->ylocal >= 0)
+				(void)san_sys_shutdown(s->ylocal, SHUT_WR);
 			break;
 		case SAN_T_ABORT:
 			(void)consume(s);
@@ -1351,7 +1361,7 @@ out:
 	return -EAGAIN;
 }
 
-bool san_conn_abort_ahead(struct san_sock *s)
+bool san_conn_ctrl_ahead(struct san_sock *s, uint8_t type)
 {
 	struct san_shm_cons c = s->rxr;
 	struct san_shm_frame f;
@@ -1363,13 +1373,13 @@ bool san_conn_abort_ahead(struct san_sock *s)
 	/* bounded: every frame is at least a header long, and the walk stops at prod */
 	while ((r = san_shm_ring_cons_peek(&c, &f)) == 0) {
 		if (san_msg_decode(f.msg, f.len, SAN_CHAN_SESSION, c.max_msg, &m) < 0)
-			return true; /* a broken ring resets anyway */
-		if (m.type == SAN_T_ABORT)
+			return type == SAN_T_ABORT; /* a broken ring resets anyway */
+		if (m.type == type)
 			return true;
 		if (san_shm_ring_cons_skip(&c) < 0)
-			return true;
+			return type == SAN_T_ABORT;
 	}
-	return r != -EAGAIN;
+	return r != -EAGAIN && type == SAN_T_ABORT;
 }
 
 bool san_conn_peer_unread(struct san_sock *s)
@@ -1487,9 +1497,13 @@ void san_conn_close(struct san_sock *s)
 	if (s->src_out)
 		san_conn_src_drop(s);
 	(void)SAN_SYS(SYS_getsockopt, (long)s->tcp, (long)SOL_SOCKET, (long)SO_LINGER, &lg, &len);
-	/* unread data: one byte of peek says so (FIONREAD's count would walk the whole ring) */
-	reset = (lg.l_onoff && lg.l_linger == 0) || (s->rx == SK_RX_SAN && s->rxr.sh &&
-						     peek(s, NULL, 0, 1) > 0);
+	/*
+	 * Unread data: one byte of peek says so (FIONREAD's count would walk the whole ring);
+	 * before the peer's MARK was read, also its bytes still on TCP before it.
+	 */
+	reset = (lg.l_onoff && lg.l_linger == 0) ||
+		(s->rx == SK_RX_DRAIN && s->tcp_rx < s->x_peer) ||
+		((s->rx == SK_RX_SAN || s->rx == SK_RX_DRAIN) && s->rxr.sh && peek(s, NULL, 0, 1) > 0);
 	if (reset) {
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_APP_RESET);
 		return;
@@ -1508,4 +1522,6 @@ void san_conn_close(struct san_sock *s)
 		if (!s->fin_pending || san_sys_poll(&p, 1, 1) > 0)
 			break; /* sent, or the peer is gone (or closing): nobody will read it */
 	}
+	/* the peer reads the ring only after our MARK: it goes now if it has not yet */
+	san_sock_mark_flush(s);
 }

@@ -323,9 +323,10 @@ static void sock_reset(struct san_sock *s, int err, unsigned int reason, bool te
 	s->err = err;
 	/* frames held for a move (san_conn_src_move) never become visible: the ABORT goes first */
 	san_shm_ring_prod_unhold(&s->txr);
-	if (tell_peer && s->swapped && s->txr.sh)
+	/* (before the swap too: a pure sender's peer reads the ring, and must meet the reset) */
+	if (tell_peer && s->committed && s->txr.sh)
 		(void)san_conn_post_ctrl(s, SAN_T_ABORT, (uint16_t)reason);
-	if (s->tcp >= 0 && s->swapped) {
+	if (s->tcp >= 0 && (s->swapped || s->closing)) {
 		/*
 		 * RST on the anchor now (connect to AF_UNSPEC disconnects with a reset): the
 		 * peer's engine hears of it at once, even while its application only polls.
@@ -691,6 +692,15 @@ static int sock_read_mark(struct san_sock *s)
 			continue;
 		if (r == -EAGAIN)
 			return -EAGAIN;
+		if (r <= 0 && !s->mark_have && (r == 0 || r == -ECONNRESET) && s->prov &&
+		    s->prov->peer_reads_seen && !san_conn_ctrl_ahead(s, SAN_T_ABORT) &&
+		    !san_conn_peer_unread(s))
+			/*
+			 * The peer's process ended after the switch-over without a byte for us
+			 * (a MARK goes with its first stream bytes or its DISCONNECT) and had read
+			 * all we sent: the stream ends here, as its kernel's FIN ends TCP.
+			 */
+			return -ESHUTDOWN;
 		if (r <= 0) {
 			san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
 			return -ECONNRESET;
@@ -773,15 +783,31 @@ void san_sock_check_anchor(struct san_sock *s)
 	 */
 	if (!s->prov || !s->prov->peer_reads_seen)
 		s->peer_end = SK_PEER_UNKNOWN;
+	else if (san_conn_ctrl_ahead(s, SAN_T_ABORT) || san_conn_peer_unread(s) ||
+		 (r == -ECONNRESET && (s->mark_out < SAN_MARK_LEN || s->tx_data_end)))
+		/*
+		 * A reset it asked for (its ABORT ends what we read; or none fitted in a full
+		 * ring, and then only the RST says it), or bytes of ours unread. An RST is the
+		 * peer's own unless our lone MARK (we sent no stream bytes, only our end) may
+		 * have been left unread there: a peer that read any byte of ours read it.
+		 */
+		s->peer_end = SK_PEER_RST;
 	else
-		s->peer_end = san_conn_peer_unread(s) ? SK_PEER_RST : SK_PEER_FIN;
+		s->peer_end = SK_PEER_FIN;
 	san_debug("fd %d: the anchor reports %s: the peer is gone (%s)", s->fd,
 		  r > 0 ? "data after the MARK" : r == 0 ? "EOF" : strerror((int)-r),
 		  s->peer_end == SK_PEER_FIN ? "it read all we sent" :
 		  s->peer_end == SK_PEER_RST ? "it left bytes unread" : "its reads are not seen");
-	if (r == -ECONNRESET && (s->peer_end == SK_PEER_UNKNOWN || san_conn_abort_ahead(s)))
+	if (r == -ECONNRESET && s->peer_end == SK_PEER_UNKNOWN) {
 		/* The peer reset (an RST follows its ABORT): say so now, as TCP does. */
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_APP_RESET);
+	} else if (s->peer_end == SK_PEER_RST) {
+		/* TCP's RST shows at once (POLLERR, POLLHUP), the data before it still readable */
+		san_sock_release_y(s);
+	} else if (s->peer_end == SK_PEER_FIN && s->ylocal >= 0) {
+		/* and a FIN as POLLIN | POLLRDHUP (the peer said nothing that would have shown it) */
+		(void)san_sys_shutdown(s->ylocal, SHUT_WR);
+	}
 	/* Readable and writable from now on: every waiter comes to hear the news. */
 	san_sock_ring_self(s);
 	if (s->ylocal >= 0)
@@ -940,11 +966,15 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		} else {
 			/* offers while the peer takes them: once it did not, the area takes the rest */
 			r = san_conn_send(s, v, cnt, total - done, !nb && !src_tried);
+			if (r > 0)
+				san_sock_mark_flush(s);
 			if (r == -EINPROGRESS) {
 				bool moved;
 
 				r = src_wait(s, v, cnt, total - done, &moved);
 				src_tried = r == 0 || moved; /* the peer did not come: no new offer */
+				if (r > 0)
+					san_sock_mark_flush(s);
 				if (src_tried && san_fault(SAN_FAULT_SRC_LATE)) {
 					/* a sender descheduled right after giving its offer up */
 					pthread_mutex_unlock(&s->lock);
@@ -962,7 +992,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 				need_wait = nb ? -2 : -1;
 			}
 			if (r == -ECONNRESET && s->err && !done)
-				s->err_told = true; /* this call reports it (else the next one) */
+				(void)san_sock_take_err(s, 0); /* this call reports it (else the next) */
 			waitfd = s->xfd;
 			waitev = POLLOUT;
 			/*
@@ -1130,6 +1160,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 				r = sock_read_mark(s);
 				if (r == 0)
 					goto san;
+				if (r == -ESHUTDOWN)
+					r = 0; /* end of file */
 				waitfd = s->tcp;
 				break;
 			}
@@ -1292,8 +1324,27 @@ void san_sock_flush_fin(struct san_sock *s)
 	r = san_conn_post_ctrl(s, SAN_T_DISCONNECT, 0);
 	if (r != -EAGAIN)
 		s->fin_pending = false;
-	if (r == 0)
+	if (r == 0) {
 		san_sock_fin_sent(s);
+		san_sock_mark_flush(s);
+	}
+}
+
+void san_sock_mark_flush(struct san_sock *s)
+{
+	int r;
+
+	if (!s->mark_due || s->mw || s->err || s->tcp < 0)
+		return;
+	r = san_up_write_mark(s, 0);
+	if (r == -EAGAIN) {
+		/* behind bytes of ours on TCP the peer has not read yet: the engine finishes it */
+		san_up_watch_mark(s);
+		return;
+	}
+	s->mark_due = false;
+	if (r < 0)
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
 }
 
 int san_sock_shutdown(int fd, int how)

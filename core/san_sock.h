@@ -76,6 +76,9 @@ struct san_sock {
 	uint8_t mark[16];
 	unsigned int mark_have;	  /* MARK bytes read so far */
 	unsigned int mark_out;	  /* our MARK bytes written so far (B may finish late) */
+	bool mark_due;		  /* shm: our MARK waits for our first stream bytes or our end
+				   * in the ring (san_sock_mark_flush) */
+	void *mw;		  /* engine watcher writing the MARK's rest (san_up_watch_mark) */
 
 	int tcp;   /* the TCP socket: == fd until the swap, then the anchor (our dup) */
 	int side;  /* side-channel socket, -1 once closed */
@@ -250,6 +253,13 @@ void san_up_atfork_child(void);
 void san_up_watch_anchor(struct san_sock *s);
 void san_up_unwatch(struct san_sock *s);
 void san_up_watch_tx(struct san_sock *s);
+void san_up_watch_mark(struct san_sock *s);
+/*
+ * Our MARK goes on TCP once the ring holds something the peer's application must see -- our
+ * first stream bytes, or our DISCONNECT -- never before: the peer's reader, woken on its TCP
+ * socket by the MARK, must find them there. Lock held.
+ */
+void san_sock_mark_flush(struct san_sock *s);
 
 /* san_conn.c: the SAN data path, lock held. */
 ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total,
@@ -265,8 +275,11 @@ int san_conn_send_hello(struct san_sock *s);
 bool san_conn_rx_ready(struct san_sock *s);
 /* The peer's consumer has not passed our last frame carrying stream bytes (shm only). */
 bool san_conn_peer_unread(struct san_sock *s);
-/* The inbound ring holds an ABORT ahead of the read cursor: the peer reset the connection. */
-bool san_conn_abort_ahead(struct san_sock *s);
+/*
+ * The inbound ring holds a message of this type ahead of the read cursor (ABORT: the peer
+ * reset the connection; DISCONNECT: its FIN has come).
+ */
+bool san_conn_ctrl_ahead(struct san_sock *s, uint8_t type);
 size_t san_conn_rx_bytes(struct san_sock *s);
 int san_conn_rx_arm(struct san_sock *s);
 void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovcnt);

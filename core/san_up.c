@@ -165,6 +165,8 @@ static int side_wait(int fd, struct san_side_rx *rx, bool want_fd, int timeout_m
 	}
 }
 
+static int mark_write(struct san_sock *s, int tcp, int wait_ms);
+
 static void side_abort(int fd, uint16_t reason)
 {
 	struct san_msg m = { .type = SAN_T_ABORT };
@@ -176,13 +178,18 @@ static void side_abort(int fd, uint16_t reason)
 /* Write our MARK right after byte X on TCP; waits (the send buffer is empty for A). */
 int san_up_write_mark(struct san_sock *s, int wait_ms)
 {
+	return mark_write(s, s->tcp, wait_ms);
+}
+
+static int mark_write(struct san_sock *s, int tcp, int wait_ms)
+{
 	uint8_t mark[SAN_MARK_LEN];
 
 	san_mark_encode(mark, SAN_PROTO_VERSION, s->nonce_peer);
 	while (s->mark_out < SAN_MARK_LEN) {
-		long r = san_sys_send(s->tcp, mark + s->mark_out, SAN_MARK_LEN - s->mark_out,
+		long r = san_sys_send(tcp, mark + s->mark_out, SAN_MARK_LEN - s->mark_out,
 				      MSG_DONTWAIT | MSG_NOSIGNAL);
-		struct pollfd p = { s->tcp, POLLOUT, 0 };
+		struct pollfd p = { tcp, POLLOUT, 0 };
 
 		if (r > 0) {
 			s->mark_out += (unsigned int)r;
@@ -295,7 +302,10 @@ int san_up_a_run(struct san_sock *s)
 	s->peer_caps = rx.msg.u.accept.caps; /* its HELLO may clear some */
 	s->nonce_peer = rx.msg.u.accept.nonce;
 
-	/* ---- commit: X_A = 0; SWITCH, then (handed off) the MARK, then the SAN. ---- */
+	/*
+	 * ---- commit: X_A = 0; SWITCH, then (handed off) the SAN; the MARK goes with our first
+	 * stream bytes or our end (san_sock_mark_flush). ----
+	 */
 	memset(&m, 0, sizeof(m));
 	m.type = SAN_T_SWITCH;
 	m.u.sw.offset = s->tcp_tx;
@@ -303,7 +313,8 @@ int san_up_a_run(struct san_sock *s)
 		return san_up_fallback(s, SAN_R_CHANNEL); /* NOT_SENT: B sees EOF, resumes */
 	san_sock_commit(s);
 	s->tx = SK_TX_SAN;
-	if (san_up_write_mark(s, SAN_UP_COMMIT_WAIT_MS) < 0 || san_conn_send_hello(s) < 0) {
+	s->mark_due = true;
+	if (san_conn_send_hello(s) < 0) {
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
 		return 0;
 	}
@@ -326,7 +337,6 @@ int san_up_a_run(struct san_sock *s)
 
 struct side_conn {
 	ev_io w;
-	ev_timer t;	  /* B: finish a MARK the TCP send buffer had no room for */
 	ev_timer retry;	  /* B: the PROPOSE came before accept(): look again shortly */
 	struct san_side_rx prx; /* that PROPOSE, kept for the retry (owns its fds) */
 	int tries;
@@ -337,7 +347,6 @@ struct side_conn {
 static void side_close(struct ev_loop *loop, struct side_conn *c)
 {
 	ev_io_stop(loop, &c->w);
-	ev_timer_stop(loop, &c->t);
 	ev_timer_stop(loop, &c->retry);
 	san_side_rx_close_fds(&c->prx);
 	san_sys_close(c->w.fd);
@@ -443,21 +452,6 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	return 0;
 }
 
-static void b_mark_retry(struct ev_loop *loop, ev_timer *t, int revents)
-{
-	struct side_conn *c = (struct side_conn *)((char *)t - offsetof(struct side_conn, t));
-	struct san_sock *s = c->s;
-	int r;
-
-	pthread_mutex_lock(&s->lock);
-	r = s->err || s->closing ? 0 : san_up_write_mark(s, 0);
-	if (r < 0 && r != -EAGAIN)
-		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
-	pthread_mutex_unlock(&s->lock);
-	if (r != -EAGAIN)
-		side_close(loop, c);
-}
-
 /* A's SWITCH: B commits at once (hold, SWITCH, MARK, HELLO) and drains to X_A. */
 static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_rx *rx)
 {
@@ -483,12 +477,11 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 	s->x_peer = rx->msg.u.sw.offset;
 	s->rx = SK_RX_DRAIN;
 	m.u.sw.offset = s->tcp_tx;
+	s->mark_due = true; /* with our first stream bytes or our end: san_sock_mark_flush */
 	r = san_sidechan_send(c->w.fd, &m, -1);
 	if (r == 0)
-		r = san_up_write_mark(s, 0);
-	if (r == 0 || r == -EAGAIN)
-		r = san_conn_send_hello(s) < 0 ? -EIO : r;
-	if (r < 0 && r != -EAGAIN)
+		r = san_conn_send_hello(s) < 0 ? -EIO : 0;
+	if (r < 0)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
 	if (!s->closing)
 		san_sock_epoll_rearm(s);
@@ -496,13 +489,6 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 	pthread_mutex_unlock(&s->lock);
 	san_debug("fd %d: committed (B), peer's X %llu", s->fd, (unsigned long long)s->x_peer);
 	c->stage = 2;
-	if (r == -EAGAIN) {
-		/* The send buffer is full: the MARK follows as room appears. */
-		ev_timer_init(&c->t, b_mark_retry, 0.001, 0.001);
-		ev_timer_start(loop, &c->t);
-		ev_io_stop(loop, &c->w);
-		c->stage = 3;
-	}
 }
 
 #define SAN_B_ACCEPT_TRIES 100 /* x 5 ms: how long a PROPOSE may wait for accept() */
@@ -620,7 +606,6 @@ static void b_listener_read(struct ev_loop *loop, ev_io *w, int revents)
 		(void)san_sidechan_pass_pidfd(fd);
 		c->prx.fd = c->prx.pidfd = -1;
 		ev_io_init(&c->w, b_side_read, fd, EV_READ);
-		ev_init(&c->t, b_mark_retry);
 		ev_init(&c->retry, b_propose_retry);
 		ev_io_start(loop, &c->w);
 	}
@@ -818,6 +803,80 @@ void san_up_unwatch(struct san_sock *s)
 	pthread_mutex_unlock(&s->lock);
 	if (f && san_engine_call(unwatch_fin_on_engine, f) < 0)
 		san_warn("fd %d: DISCONNECT watch not stopped", s->fd);
+}
+
+/* ---- the rest of a MARK the TCP send buffer had no room for ------------------------------ */
+
+/*
+ * B's application sent on TCP before the switch-over and A has not read it all: our MARK
+ * waits for room behind those bytes. The watcher writes it through its own dup of the TCP
+ * socket (the application may close its number meanwhile: the MARK must still go, the ring's
+ * bytes behind it are the peer's).
+ */
+struct mark_watch {
+	ev_io w;
+	struct san_sock *s;
+};
+
+static void mark_writable(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct mark_watch *mw = (struct mark_watch *)w;
+	struct san_sock *s = mw->s;
+	int r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->err)
+		r = mark_write(s, w->fd, 0);
+	if (r == -EAGAIN) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	if (r < 0)
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+	s->mark_due = false;
+	s->mw = NULL;
+	pthread_mutex_unlock(&s->lock);
+	ev_io_stop(loop, w);
+	san_sys_close(w->fd);
+	san_sock_put(s);
+	free(mw);
+}
+
+static void mark_on_engine(void *arg)
+{
+	struct mark_watch *mw = arg;
+
+	ev_io_start(san_engine_loop(), &mw->w);
+}
+
+/* Lock held. */
+void san_up_watch_mark(struct san_sock *s)
+{
+	struct mark_watch *mw;
+	int fd;
+
+	if (s->mw)
+		return;
+	mw = calloc(1, sizeof(*mw));
+	fd = san_fd_hide(san_sys_fcntl(s->tcp, F_DUPFD_CLOEXEC, 0));
+	if (!mw || fd < 0) {
+		if (fd >= 0)
+			san_sys_close(fd);
+		free(mw);
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_RESOURCES);
+		return;
+	}
+	san_sock_hold(s);
+	mw->s = s;
+	ev_io_init(&mw->w, mark_writable, fd, EV_WRITE);
+	s->mw = mw;
+	if (san_engine_call(mark_on_engine, mw) < 0) {
+		s->mw = NULL;
+		san_sys_close(fd);
+		san_sock_put(s);
+		free(mw);
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_RESOURCES);
+	}
 }
 
 /* ---- waiting for ring space: a pending DISCONNECT, an application's EPOLLOUT -------------- */

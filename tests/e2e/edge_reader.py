@@ -117,6 +117,9 @@ def main():
             continue
         except OSError as e:
             result = "error " + name(e)
+            # a blocking send may hear of the end before we looked at the pipe: look now
+            if gone is None and select.select([rd], [], [], 2)[0]:
+                gone = time.monotonic()
             break
     if gone is None:
         result += " (before the reader went)"
