@@ -1,0 +1,334 @@
+#!/bin/bash
+# t_edge_endings — the kernel is the oracle for how a SENDER's process ends ("Kernel TCP's contract
+# at every edge", items 1, 2 and 5). build/sanedge sends N bytes of a pattern and then ends its
+# process one way or another (close, exit without close, _exit, exit_group, shutdown then _exit,
+# shutdown WR then RDWR then exit, SIGKILL, SIGSEGV, abort, exec with the fd inherited, fork with
+# the parent or the child going first, SO_LINGER 0); the reader (sanedge read) checks every byte
+# and prints one line: bytes, first bad offset, how the stream ended (EOF or an errno), FNV-1a.
+# Each case runs over kernel TCP (no preload on either side) and with both processes preloaded
+# (their connection switched onto shm: the reader's stats line must say switched=1, or the case
+# tested nothing), and the reader's lines must be the same. Nothing is hard-coded: the kernel run
+# of the same case is the expectation. Only where the kernel run itself lost bytes to a reset
+# (SO_LINGER 0 drops what is still queued at the sender, an amount that is timing) are bytes and
+# fnv left out and first_bad and the end compared; when the kernel delivered every byte before
+# its reset, the switched reader must too. ms= (when the end came) is shown, not compared.
+#
+# Matrix (190 cases): every ending x reader delay 0 / 500 ms x 1 B, 64 KiB, 3 MiB (8 KiB sends)
+# x the reader waiting in a blocking recv / in poll, select or epoll (rotated), the sender
+# connecting; the sender accepting (the reader connects and sends one byte first, sanedge
+# --hello, so the switch is proposed before the sender can be gone) for every ending at delay 0,
+# 1 B and 3 MiB; a slow reader (4 KiB reads 200 us apart, 3 MiB) for 7 endings; 300 MiB with
+# shutdown WR, RDWR, exit (the file-copy pattern) to a fast reader. Cases at delay 0 (the sender
+# ends while the reader reads or waits) run ROUNDS times switched (default 4: 32 switched runs at
+# delay 0 per ending, where a 1-in-20 failure shows 4 times in 5; each round costs about 35 s,
+# raise E2E_TIMEOUT above ROUNDS=6) and KROUNDS times over the kernel (default 1): a switched
+# line that any kernel round gave passes. Runs that mostly wait (delay 500; exec and
+# fork_parent_exit, whose holder keeps the connection 1 to 1.5 s) are started staggered, each once
+# the previous one's sender has reported its sends. EDGE_MODES="close kill" limits the endings;
+# E2E_VERBOSE=1 shows every run's files. One summary line per case; the test fails if any case
+# differs, did not switch, or a sender did not report all its sends. About 3 min on 2 cores.
+# timeout: 360
+# shellcheck source=tests/e2e/lib.sh
+. "$(dirname -- "$0")/lib.sh"
+need_build
+
+EDGE=$BUILD/sanedge
+[ -x "$EDGE" ] || fail "missing $EDGE (run make)"
+export SANSWITCH_STATS=1 # read by the preloaded processes only
+ROUNDS=${ROUNDS:-4}
+KROUNDS=${KROUNDS:-1}
+# shellcheck disable=SC2207 # one name a line
+ALL_MODES=($("$EDGE" modes))
+# shellcheck disable=SC2206 # a list of names
+MODES=(${EDGE_MODES:-${ALL_MODES[@]}})
+ROT=(poll select epoll)
+rot_i=0
+KB64=65536
+MB3=3145728
+
+T0=$(date +%s)
+ncases=0 nok=0 nbad=0
+BAD=() # one line per failed case, for the closing table
+
+# run_start ID ENV ROLE MODE SIZE DELAY WAIT RSIZE SLOW CHUNK TMO [SENDER_ARG...] — start one run:
+# the reader and the sender both as ENV (none|pre; or READER_ENV:SENDER_ENV); ROLE sconn (the
+# sender connects) or sacc (it accepts). Its files are $TMP/ID.r.* and $TMP/ID.s.*; run_finish ID
+# collects it.
+declare -A RPID SPID RSIZE_ RENV RTMO
+run_start() {
+	local id=$1 env=$2 role=$3 mode=$4 size=$5 delay=$6 wait=$7 rsize=$8 slow=$9 chunk=${10} tmo=${11}
+	shift 11
+	local -a rargs=(--delay "$delay" --wait "$wait" --rsize "$rsize" --slow-us "$slow"
+		--timeout "$tmo")
+	local -a sargs=(--bytes "$size" --chunk "$chunk" --end "$mode" --timeout $((tmo + 20)) "$@")
+	local renv=${env%:*} senv=${env#*:}
+	# The sender runs under sh, which waits for it: a sender killed by a signal (kill, crash,
+	# abort) is reported by sh into the sender's .err, not by this shell into the test's log.
+	local -a sender=(sh -c '"$@"; exit $?' sh "$EDGE" send)
+	rm -f "$TMP/$id".[rs].*
+	if [ "$role" = sconn ]; then
+		start_pf "$id.r" "$renv" "$EDGE" read --port-file '{PORTFILE}' "${rargs[@]}"
+		RPID[$id]=$SERVER_PID
+		spawn "$id.s" "$senv" "${sender[@]}" --port "$SERVER_PORT" "${sargs[@]}"
+		SPID[$id]=$SPAWN_PID
+	else
+		start_pf "$id.s" "$senv" "${sender[@]}" --listen-port-file '{PORTFILE}' --hello "${sargs[@]}"
+		SPID[$id]=$SERVER_PID
+		spawn "$id.r" "$renv" "$EDGE" read --connect "$SERVER_PORT" --hello "${rargs[@]}"
+		RPID[$id]=$SPAWN_PID
+	fi
+	RSIZE_[$id]=$size
+	RENV[$id]=$renv
+	RTMO[$id]=$tmo
+}
+
+# ours PID — PID is still a running sanedge (a fork child of one of our senders).
+ours() {
+	running "$1" && grep -q sanedge "/proc/$1/cmdline" 2>/dev/null
+}
+
+# run_sent ID — wait (at most 20 s) until the sender of run ID has reported its sends or is gone.
+run_sent() {
+	local i
+	for ((i = 0; i < 400; i++)); do
+		[ -s "$TMP/$1.s.out" ] && return 0
+		alive "${SPID[$1]}" || return 0
+		sleep 0.05
+	done
+}
+
+# run_finish ID — wait for run ID's processes (the sender's fork child too) and set R_LINE (the
+# reader's line without "read " and " ms=..."), R_MS, and R_ERR (empty, or what else was wrong: no
+# line, no switch, a sender that did not report all its sends, a process that would not go).
+R_LINE='' R_ERR='' R_MS=''
+run_finish() {
+	local id=$1 rrc=0 src=0 n l sw child i f=$TMP/$1
+	local rpid=${RPID[$1]} spid=${SPID[$1]} size=${RSIZE_[$1]} tmo=${RTMO[$1]}
+	R_ERR=
+	wait_pid "$rpid" $((tmo + 10)) || rrc=$?
+	wait_pid "$spid" $((tmo + 30)) || src=$?
+	# fork_parent_exit: the child outlives the sender; wait for it (not ours: poll /proc)
+	child=$(sed -n 's/^child=\([0-9][0-9]*\)$/\1/p' "$f.s.out")
+	if [ -n "$child" ]; then
+		for ((i = 0; i < 200; i++)); do
+			ours "$child" || break
+			sleep 0.05
+		done
+		if ours "$child"; then
+			kill -KILL "$child" 2>/dev/null
+			R_ERR+=" sender's child $child still running after 10 s;"
+		fi
+	fi
+	no_preload_errors "$f.r.err" "$f.s.err"
+	n=$(grep -c '^read ' "$f.r.out")
+	if [ "$n" -eq 1 ]; then
+		l=$(grep '^read ' "$f.r.out")
+		l=${l#read }
+		R_MS=${l##* ms=}
+		R_LINE=${l% ms=*}
+	else
+		R_LINE="no-line"
+		R_MS=
+		R_ERR+=" reader: exit $rrc, $n lines: $(tr '\n' ' ' <"$f.r.err" | cut -c1-200);"
+	fi
+	grep -qx "sent=$size" "$f.s.out" ||
+		R_ERR+=" sender: '$(tr '\n' ' ' <"$f.s.out")' (exit $src, expected sent=$size);"
+	if [ "${RENV[$id]}" = pre ]; then
+		n=$(grep -c "^sanswitch: pid=$rpid " "$f.r.err")
+		if [ "$n" -ne 1 ]; then
+			R_ERR+=" reader: $n stats lines;"
+		else
+			sw=$(grep "^sanswitch: pid=$rpid " "$f.r.err" | tr ' ' '\n' | sed -n 's/^switched=//p')
+			[ "$sw" = 1 ] || R_ERR+=" not switched: $(grep "^sanswitch: pid=$rpid " "$f.r.err");"
+		fi
+	else
+		# over kernel TCP the reader must have come to an end
+		case $R_LINE in *end=TIMEOUT*) R_ERR+=" the kernel run timed out;" ;; esac
+	fi
+	if [ -n "${E2E_VERBOSE:-}" ]; then show "$f.r.out" "$f.r.err" "$f.s.out" "$f.s.err"; fi
+	return 0
+}
+
+# run_pair ARGS... — run_start and run_finish of one run (ID "x").
+run_pair() {
+	run_start x "$@"
+	run_finish x
+}
+
+# key LOOSE LINE — what must be equal: the whole line; with LOOSE, first_bad and the end only.
+# LOOSE is for a case where the kernel run itself lost bytes to a reset (SO_LINGER 0 discards what
+# is still queued at the sender: how much is timing), decided from the kernel's own lines.
+key() {
+	if [ "$1" = 1 ]; then
+		printf '%s\n' "$2" | sed 's/bytes=[0-9]* //; s/ fnv=[0-9a-f]*//'
+	else
+		printf '%s\n' "$2"
+	fi
+}
+
+# timing MODE DELAY — a case whose outcome could depend on timing: repeated. At delay 500 the
+# sender has ended (or its holder has) long before the reader looks; at delay 0 it ends while the
+# reader reads or waits.
+timing() {
+	[ "$2" = 0 ]
+}
+
+# held MODE — an ending after which another process holds the connection for a while (the exec'd
+# program, the fork child).
+held() {
+	case $1 in exec | fork_parent_exit) return 0 ;; esac
+	return 1
+}
+
+# case_ ROLE MODE SIZE DELAY WAIT [RSIZE SLOW CHUNK TMO] — one case: KROUNDS kernel runs, then
+# ROUNDS (or 1) switched runs; each switched line must be one a kernel run gave. When the runs
+# mostly wait (the reader sleeps first, or the ending leaves a holder behind) they are started
+# staggered, each once the previous one's sender has reported its sends, so that only their idle
+# waits overlap; otherwise one after the other.
+case_() {
+	local role=$1 mode=$2 size=$3 delay=$4 wait=$5 rsize=${6:-65536} slow=${7:-0} chunk=${8:-8192}
+	local tmo=${9:-8} r rounds=1 kr=$KROUNDS verdict=ok ms_k ms_s note='' sline k ok t0 stag=0
+	local loose=0 id
+	local -a klines=() kkeys=() errs=() args ids=()
+	local -A count=()
+	t0=$(date +%s%N)
+	timing "$mode" "$delay" && rounds=$ROUNDS
+	[ "$kr" -gt "$rounds" ] && kr=$rounds
+	{ [ "$delay" != 0 ] || held "$mode"; } && stag=1
+	args=("$role" "$mode" "$size" "$delay" "$wait" "$rsize" "$slow" "$chunk" "$tmo")
+	for ((r = 0; r < kr; r++)); do ids+=("k$r"); done
+	for ((r = 0; r < rounds; r++)); do ids+=("s$r"); done
+	if [ "$stag" = 1 ]; then
+		for id in "${ids[@]}"; do
+			run_start "$id" "$([ "${id:0:1}" = k ] && echo none || echo pre)" "${args[@]}"
+			run_sent "$id"
+		done
+	fi
+	for id in "${ids[@]}"; do
+		[ "$stag" = 1 ] || run_start "$id" "$([ "${id:0:1}" = k ] && echo none || echo pre)" "${args[@]}"
+		run_finish "$id"
+		if [ "${id:0:1}" = k ]; then
+			klines+=("$R_LINE")
+			ms_k=$R_MS
+			[ -n "$R_ERR" ] && errs+=("tcp:$R_ERR")
+			# the kernel lost bytes to a reset: how many is timing
+			[[ $R_LINE == *" end=EOF "* || $R_LINE == "bytes=$size "* ]] || loose=1
+			continue
+		fi
+		if [ ${#kkeys[@]} -eq 0 ]; then
+			for k in "${klines[@]}"; do kkeys+=("$(key "$loose" "$k")"); done
+		fi
+		ms_s=$R_MS
+		[ -n "$R_ERR" ] && errs+=("switch:$R_ERR")
+		ok=0
+		for k in "${kkeys[@]}"; do
+			[ "$k" = "$(key "$loose" "$R_LINE")" ] && ok=1
+		done
+		[ "$ok" = 1 ] || verdict=DIFF
+		count[$R_LINE]=$((${count[$R_LINE]:-0} + 1))
+	done
+	[ ${#errs[@]} -gt 0 ] && [ "$verdict" = ok ] && verdict=FAIL
+	# (the kernel's own lines disagreeing is worth seeing, it is not a failure)
+	for k in "${klines[@]}"; do
+		[ "$k" = "${klines[0]}" ] || note+=" (kernel rounds differ: ${klines[*]})"
+	done
+	[ "$loose" = 1 ] && note+=" (the kernel lost bytes to the reset: bytes and fnv not compared)"
+	# informative: when the end came (ms from the connection), if far from the kernel's
+	if [ -n "$ms_k" ] && [ -n "$ms_s" ] && ((ms_s - ms_k > 700 || ms_k - ms_s > 700)); then
+		note+=" (end at ${ms_s} ms switched, ${ms_k} ms tcp)"
+	fi
+	sline=
+	for k in "${!count[@]}"; do sline+="${sline:+ | }<$k>x${count[$k]}"; done
+	ncases=$((ncases + 1))
+	local desc="$mode size=$size delay=$delay wait=$wait role=$role"
+	[ "$slow" = 0 ] || desc+=" slow=${slow}us rsize=$rsize"
+	t0=$((($(date +%s%N) - t0) / 1000000))
+	log "$desc: tcp=<${klines[0]}> switch=$sline $verdict${note} [${t0} ms]"
+	if [ ${#errs[@]} -gt 0 ]; then log "    problems: ${errs[*]}"; fi
+	if [ "$verdict" = ok ]; then
+		nok=$((nok + 1))
+	else
+		nbad=$((nbad + 1))
+		BAD+=("$verdict $desc: tcp=<${klines[0]}> switch=$sline${errs[*]:+ [${errs[*]}]}")
+	fi
+}
+
+rot() {
+	RW=${ROT[rot_i % 3]}
+	rot_i=$((rot_i + 1))
+}
+
+# ---------------------------------------------------------------- the comparison can fail
+
+# A wrong byte, a missing byte and a reset must each be told from the plain case (kernel runs),
+# and a connection that did not switch must be seen (reader preloaded, sender not).
+selfcheck() {
+	local base l
+	run_pair none sconn close $KB64 0 block 65536 0 8192 8
+	base=$R_LINE
+	[[ $base == "bytes=$KB64 first_bad=-1 end=EOF fnv="* ]] && [ -z "$R_ERR" ] ||
+		fail "self-check: plain run gave <$base>$R_ERR"
+	run_pair none sconn close $KB64 0 block 65536 0 8192 8 --corrupt 40000
+	[[ $R_LINE == "bytes=$KB64 first_bad=40000 end=EOF fnv="* ]] &&
+		[ "$(key 0 "$R_LINE")" != "$(key 0 "$base")" ] ||
+		fail "self-check: a flipped byte at 40000 gave <$R_LINE> (plain <$base>)"
+	run_pair none sconn close $((KB64 - 1)) 0 block 65536 0 8192 8
+	[ "$(key 0 "$R_LINE")" != "$(key 0 "$base")" ] ||
+		fail "self-check: one byte less was not told from the plain case: <$R_LINE>"
+	run_pair none sconn linger0 1 0 block 65536 0 8192 8
+	l=$R_LINE
+	run_pair none sconn close 1 0 block 65536 0 8192 8
+	[ "$(key 1 "$l")" != "$(key 1 "$R_LINE")" ] ||
+		fail "self-check: a reset was not told from an EOF: <$l> <$R_LINE>"
+	# reader preloaded, sender not: the same bytes, but no switch, and run_finish must say so
+	run_pair pre:none sconn close $KB64 0 block 65536 0 8192 8
+	[ "$R_LINE" = "$base" ] && [[ $R_ERR == *"not switched: sanswitch: pid="*" switched=0 "* ]] ||
+		fail "self-check: a connection that did not switch was not seen: <$R_LINE>$R_ERR"
+	log "self-check: a flipped byte, one byte less, a reset and a connection that did not switch" \
+		"are all seen"
+}
+selfcheck
+
+# ---------------------------------------------------------------- the matrix
+
+for mode in "${MODES[@]}"; do
+	for delay in 0 500; do
+		for size in 1 $KB64 $MB3; do
+			case_ sconn "$mode" "$size" "$delay" block
+			rot
+			case_ sconn "$mode" "$size" "$delay" "$RW"
+		done
+	done
+	# the sender accepting
+	rot
+	case_ sacc "$mode" 1 0 "$RW"
+	case_ sacc "$mode" $MB3 0 block
+done
+
+# a slow reader: 4 KiB reads 200 us apart, 3 MiB, in a blocking recv or the rotated wait
+slow_i=0
+for mode in close exit _exit kill shutwr_rdwr_exit fork_child_close linger0; do
+	case " ${MODES[*]} " in *" $mode "*) ;; *) continue ;; esac
+	RW=block
+	[ $((slow_i++ % 2)) = 1 ] && rot
+	case_ sconn "$mode" $MB3 0 "$RW" 4096 200 8192 20
+done
+
+# the file-copy pattern at 300 MiB, a fast reader (once each way: not repeated)
+case " ${MODES[*]} " in
+*" shutwr_rdwr_exit "*)
+	save=$ROUNDS
+	ROUNDS=1
+	case_ sconn shutwr_rdwr_exit $((300 << 20)) 0 block 262144 0 131072 90
+	ROUNDS=$save
+	;;
+esac
+
+secs=$(($(date +%s) - T0))
+log "$ncases cases in ${secs}s (ROUNDS=$ROUNDS KROUNDS=$KROUNDS): $nok ok, $nbad differ or failed"
+if [ "$nbad" -gt 0 ]; then
+	log "cases that differ from kernel TCP:"
+	for l in "${BAD[@]}"; do log "  $l"; done
+	fail "$nbad of $ncases cases: the reader saw something else than over kernel TCP"
+fi
+log "every case: the reader saw what it sees over kernel TCP"
