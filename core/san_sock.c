@@ -540,6 +540,26 @@ static void count_switched(const struct san_sock *s)
 		san_stats_add(SAN_STAT_SWITCHED_VERBS, 1);
 }
 
+void san_sock_stats_exit(void)
+{
+	struct san_sock *s;
+
+	/* the lock, if free: the exit may interrupt a thread that holds it (a signal handler) */
+	if (pthread_mutex_trylock(&reg_lock))
+		return;
+	for (s = reg_list; s; s = s->next) {
+		if (!s->committed || s->swapped || s->closing || s->orphan || s->dropped ||
+		    !reg || reg[s->fd] != s)
+			continue;
+		/* switched, though the application never read past the MARK (as at its close) */
+		san_fd_set_state(s->fd, SAN_FD_SWITCHED);
+		count_switched(s);
+		san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);
+		san_stats_add(SAN_STAT_TCP_RX_BYTES, s->tcp_rx);
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
 int san_sock_swap(struct san_sock *s)
 {
 	int anchor, fl, fdfl, i;

@@ -184,6 +184,12 @@ int san_sock_passthrough(int fd);
 void san_sock_atfork_child(void);
 /* fork(), in the parent: candidates are shared with the child now, and stay TCP. */
 void san_sock_atfork_parent(void);
+/*
+ * The process exits (the stats line): a connection committed to the SAN whose application
+ * never read past the peer's MARK still holds its TCP number; count it as switched, with the
+ * bytes it moved over TCP, as its close() would have (san_stats counts the open ones after).
+ */
+void san_sock_stats_exit(void);
 /* exec(): inherited switched fds become sockets that read EOF (this process's copies only). */
 void san_sock_before_exec(void);
 

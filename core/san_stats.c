@@ -18,6 +18,7 @@
 
 #include "core/san_log.h"
 #include "core/san_stats.h"
+#include "core/san_sock.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -860,6 +861,7 @@ void san_stats_exit(void)
 				san_stats_priv.hdr.pid = san_st.pid;
 				__atomic_store_n(&san_st.f, &san_stats_priv, __ATOMIC_RELEASE);
 			}
+			san_sock_stats_exit();
 			san_stats_count_open();
 			pthread_mutex_unlock(&san_st.lock);
 		}
