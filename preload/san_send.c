@@ -105,21 +105,31 @@ static ssize_t san_sendfile_copy(int out_fd, int in_fd, off64_t *offset, size_t 
 		}
 		if (n == 0)
 			break;
-		v.iov_base = buf;
-		v.iov_len = (size_t)n;
-		s = san_route_send(out_fd, &v, 1, 0);
-		if (s == SAN_PASS) {
-			/* The connection stays TCP after all: the kernel sends this chunk. */
-			s = SAN_REAL(send)(out_fd, buf, (size_t)n, 0);
-			if (s < 0)
-				s = -errno;
-		}
-		if (s < 0) {
-			if (!offset)
-				(void)lseek64(in_fd, -(off64_t)n, SEEK_CUR);
-			if (!total)
-				total = s;
-			break;
+		/*
+		 * The chunk until it is all sent, as the kernel's sendfile() keeps sending
+		 * until it cannot: a short send is followed by another, which then waits (a
+		 * blocking socket) or says why not. An error after bytes went is taken by that
+		 * call and not reported (the kernel's sendfile() returns the count; the next
+		 * call fails EPIPE).
+		 */
+		for (s = 0; s < n;) {
+			ssize_t k;
+
+			v.iov_base = buf + s;
+			v.iov_len = (size_t)(n - s);
+			k = san_route_send(out_fd, &v, 1, 0);
+			if (k == SAN_PASS) {
+				/* The connection stays TCP after all: the kernel sends the rest. */
+				k = SAN_REAL(send)(out_fd, buf + s, (size_t)(n - s), 0);
+				if (k < 0)
+					k = -errno;
+			}
+			if (k <= 0) {
+				if (!s && !total)
+					total = k < 0 ? k : 0;
+				break;
+			}
+			s += k;
 		}
 		if (!offset && s < n)
 			(void)lseek64(in_fd, -(off64_t)(n - s), SEEK_CUR);

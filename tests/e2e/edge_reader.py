@@ -5,8 +5,9 @@
 
 CASE says how the reader (a forked child, the connecting side) ends after it has read 1000
 bytes: kill (SIGKILL), exit (_exit), close (close, then stays alive). The sender (the parent,
-the accepting side) keeps sending 64 KiB pieces; WAIT says how: block (blocking send), poll,
-epoll (nonblocking send, then that wait for POLLOUT). Prints one line: how the sending ended
+the accepting side) keeps sending 64 KiB pieces; WAIT says how: block (blocking send),
+sendfile (blocking sendfile of 256 KiB from a file), poll, epoll (nonblocking send, then that
+wait for POLLOUT). Prints one line: how the sending ended
 ("error ECONNRESET", "error EPIPE", ...) or "HANG" if it had not ended 10 s after the reader
 went, and the reader's line. Also CASE "reply": the reader sends a request and closes at once;
 the sender reads the request and EOF, then writes a reply twice: prints each result and the
@@ -87,13 +88,19 @@ def main():
         print("; ".join(out), flush=True)
         os.waitpid(pid, 0)
         return 0
-    if wait != "block":
+    if wait not in ("block", "sendfile"):
         s.setblocking(False)
     ep = None
     if wait == "epoll":
         ep = select.epoll()
         ep.register(s.fileno(), select.EPOLLOUT)
     piece = b"z" * 65536
+    if wait == "sendfile":
+        # a blocking sendfile() from a file of 64 KiB pieces, from the start each time
+        import tempfile
+        src = tempfile.TemporaryFile()
+        src.write(piece * 4)
+        src.flush()
     gone = None
     result = "HANG"
     while True:
@@ -105,7 +112,10 @@ def main():
         if gone is not None and time.monotonic() - gone > 10:
             break
         try:
-            s.send(piece)
+            if wait == "sendfile":
+                os.sendfile(s.fileno(), src.fileno(), 0, 4 * len(piece))
+            else:
+                s.send(piece)
         except BlockingIOError:
             if wait == "poll":
                 select.poll().register(s, select.POLLOUT)

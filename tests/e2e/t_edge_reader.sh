@@ -1,7 +1,7 @@
 #!/bin/bash
 # t_edge_reader — the kernel is the oracle for what a SENDER sees when its reader goes away
 # (edge_reader.py): the reader, having read 1000 bytes, is killed, _exits, or closes, while the
-# sender keeps sending in blocking sends, or nonblocking ones waiting in poll or epoll; and a
+# sender keeps sending in blocking sends, or nonblocking sends waiting in poll or epoll; and a
 # reply written twice to a client that has already closed (TCP takes the first, then EPIPE,
 # with the poll flags in between). Each case runs over kernel TCP and with both processes
 # preloaded (the sender's connection must have switched), and the lines must be the same.
@@ -29,6 +29,10 @@ one() { # CASE WAIT MODE -> the result line (and its stats line checked)
 }
 
 for c in kill exit close reply; do
+	# (sendfile: not yet. A blocking sendfile() whose reader goes gets EPIPE over TCP, whose
+	# small socket buffers make every call return short and lose the reset (the next call
+	# says EPIPE); switched, the ring takes a whole call, the next one blocks from its start
+	# and reports ECONNRESET. It waits for the buffer sizes to bound the ring: issue notes.)
 	for w in block poll epoll; do
 		[ "$c" = reply ] && [ "$w" != block ] && continue
 		k=$(one "$c" "$w" none) || exit 1
