@@ -186,6 +186,32 @@ int san_conn_send_hello(struct san_sock *s)
  * Copy through the ring: DATA frames of up to SAN_CONN_CHUNK bytes, as many as fit now, of the
  * total bytes of iov after its first skip.
  */
+/*
+ * Ring bytes the socket buffer sizes still let us fill, when both applications set them
+ * (sock_windows: our SO_SNDBUF, the peer's SO_RCVBUF in our outbound ring's header): at most
+ * their sum stays unread, as TCP holds at most its send queue and the peer's receive queue.
+ * Counted in ring bytes (frames with their headers), as the kernel counts its buffers with
+ * their overhead. UINT64_MAX: no bound.
+ */
+static uint64_t window_limit(const struct san_sock *s)
+{
+	return (uint64_t)s->snd_window + san_shm_ring_peer_window(&s->txr);
+}
+
+static uint64_t window_room(struct san_sock *s)
+{
+	uint32_t peer;
+	uint64_t cons, limit, used;
+
+	if (!s->snd_window || !s->txr.sh || !(peer = san_shm_ring_peer_window(&s->txr)))
+		return UINT64_MAX;
+	if (san_shm_ring_prod_released(&s->txr, &cons) < 0)
+		return UINT64_MAX; /* broken: the send finds that out itself */
+	limit = (uint64_t)s->snd_window + peer;
+	used = s->txr.prod - cons;
+	return used < limit ? limit - used : 0;
+}
+
 static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t skip,
 			 size_t total)
 {
@@ -194,11 +220,25 @@ static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt
 	while (sent < total) {
 		size_t chunk = total - sent;
 		struct san_msg m = { .type = SAN_T_DATA };
+		uint64_t win = window_room(s);
 		void *buf;
 		int room, r;
 
 		if (chunk > chunk_max(s))
 			chunk = chunk_max(s);
+		if (win != UINT64_MAX) {
+			/* what the frame costs beyond its payload counts against the window too */
+			size_t over;
+
+			m.u.data.payload_len = 1;
+			over = san_frame_len((uint32_t)san_msg_size(&m)) - 1;
+			if (win <= over) {
+				s->tx_wait_window = true; /* san_conn_tx_arm waits for the peer's reads */
+				break;
+			}
+			if (chunk > win - over)
+				chunk = (size_t)(win - over);
+		}
 		m.u.data.payload_len = (uint32_t)chunk;
 		room = san_shm_ring_prod_reserve(&s->txr, (uint32_t)san_msg_size(&m), &buf);
 		if (room == -EAGAIN)
@@ -807,7 +847,11 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
 	if (san_shm_ring_prod_armed(&s->txr) || s->tx_area_armed)
 		return -EAGAIN;
 	s->tx_wait_area = false;
+	s->tx_wait_window = false;
 	take_head(s);
+	if (window_room(s) != UINT64_MAX)
+		/* bounded by the buffer sizes: only what the ring holds counts, so through it */
+		return send_copy(s, iov, iovcnt, 0, total);
 	if (direct_allowed(s, total)) {
 		ssize_t r = send_direct(s, iov, iovcnt, total);
 
@@ -1457,7 +1501,12 @@ int san_conn_tx_arm(struct san_sock *s, uint32_t need)
 	int r;
 
 	plug(s);
-	if (s->tx_wait_area && !need)
+	if (s->tx_wait_window && !need) {
+		/* the buffer sizes' bound: wait until the peer has read a small frame's worth */
+		uint64_t want = s->txr.prod + SAN_HDR_LEN + 64, lim = window_limit(s);
+
+		r = san_shm_ring_prod_arm_cons(&s->txr, want > lim ? want - lim : 0);
+	} else if (s->tx_wait_area && !need)
 		/* a full bulk area: wait until the peer releases its oldest region's SRC_AVAIL */
 		r = s->prov->area_arm(s);
 	else

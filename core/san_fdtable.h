@@ -41,6 +41,8 @@ enum san_fd_state {
 #define SAN_FDF_COUNTED 0x10u /* SAN_FD_CONN: its fallback reason is already counted */
 #define SAN_FDF_TXMUTE 0x20u  /* its POLLOUT comes from the notification socket (san_sock_tx_mute) */
 #define SAN_FDF_COMMITTED 0x40u /* its connection committed to the SAN (exec must not hand it on) */
+#define SAN_FDF_SNDBUF 0x80u	/* the application set SO_SNDBUF (the kernel's lock: no autotuning) */
+#define SAN_FDF_RCVBUF 0x100u	/* the application set SO_RCVBUF */
 
 /*
  * One slot per fd number, zero when untracked (a fresh mmap page is already

@@ -36,6 +36,7 @@ int san_shm_ring_init(void *base, size_t map_len, uint64_t data_size)
 	atomic_store_explicit(&sh->cons, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->cons_armed, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->cons_edges, 0, memory_order_relaxed);
+	atomic_store_explicit(&sh->cons_window, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->direct, SAN_SHM_DIRECT_FREE, memory_order_relaxed);
 	atomic_store_explicit(&sh->src, SAN_SHM_SRC_FREE, memory_order_relaxed);
 	/* The mapping reaches the peer through the engine's handshake, a syscall: a barrier. */
@@ -458,6 +459,17 @@ int san_shm_ring_cons_arm(struct san_shm_cons *c)
 void san_shm_ring_cons_disarm(struct san_shm_cons *c)
 {
 	atomic_store_explicit(&c->sh->cons_armed, 0, memory_order_relaxed);
+}
+
+void san_shm_ring_cons_window(struct san_shm_cons *c, uint32_t bytes)
+{
+	atomic_store_explicit(&c->sh->cons_window, bytes, memory_order_relaxed);
+}
+
+uint32_t san_shm_ring_peer_window(const struct san_shm_prod *p)
+{
+	/* any value a peer writes only bounds its own stream: no check needed beyond reading */
+	return atomic_load_explicit(&p->sh->cons_window, memory_order_relaxed);
 }
 
 void san_shm_ring_cons_edges(struct san_shm_cons *c, bool on)

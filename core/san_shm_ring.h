@@ -152,7 +152,14 @@ struct san_shm_ring_shared {
 	uint64_t src_len;
 	uint64_t src_got;     /* bytes the consumer read (DONE), or read before it failed */
 	uint64_t src_to;      /* MOVED: the producer index just past the frames that took it */
-	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 104];
+	/*
+	 * The consumer's receive window in bytes, 0 for none: its application set SO_RCVBUF,
+	 * and a producer whose own application set SO_SNDBUF keeps at most the sum of the two
+	 * unread (docs/protocol.md, "Socket buffer sizes"). Set by the consumer, rarely; read
+	 * by the producer at a send. A peer that predates the field leaves it 0: no bound.
+	 */
+	_Atomic uint32_t cons_window;
+	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 108];
 	/* Block 1: the producer's line. */
 	_Atomic uint64_t prod;	     /* bytes committed, ever; a multiple of 8 */
 	_Atomic uint32_t cons_armed; /* 1: consumer sleeps, wants a doorbell (set by consumer) */
@@ -334,6 +341,9 @@ void san_shm_ring_cons_disarm(struct san_shm_cons *c);
 
 /* Ask for a doorbell after every commit (on), or only when armed (off): cons_edges. */
 void san_shm_ring_cons_edges(struct san_shm_cons *c, bool on);
+/* The consumer's receive window (bytes, 0: none), as the producer reads it (cons_window). */
+void san_shm_ring_cons_window(struct san_shm_cons *c, uint32_t bytes);
+uint32_t san_shm_ring_peer_window(const struct san_shm_prod *p);
 
 /* ---- the direct grant slot ----------------------------------------------------------------- */
 

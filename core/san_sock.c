@@ -309,10 +309,55 @@ void san_sock_drop(struct san_sock *s, unsigned int reason)
  * exec reads only the table (no locks there), and must not hand on the TCP number of a
  * committed connection that was not swapped yet. Lock held.
  */
+static void sock_windows(struct san_sock *s);
+
 void san_sock_commit(struct san_sock *s)
 {
 	s->committed = true;
 	(void)san_fd_set_flags(s->fd, SAN_FDF_COMMITTED, 0);
+	sock_windows(s);
+}
+
+/*
+ * The socket buffer sizes the application set (SO_SNDBUF, SO_RCVBUF: the kernel then stops
+ * tuning them) bound what the switch keeps unread for the connection, as they bound TCP's
+ * queues: our receive window goes into our inbound ring for the peer's sends to respect, our
+ * send window is ours (docs/protocol.md, "Socket buffer sizes"). Sizes as the kernel reports
+ * them (it doubles what was asked). shm only: elsewhere the peer's reads are not seen. Lock held.
+ */
+static uint32_t sock_buf(const struct san_sock *s, uint32_t flag, int opt)
+{
+	struct san_fd *f = san_fd_get(s->fd);
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if (!f || !(san_fd_flags(f) & flag) || s->tcp < 0 ||
+	    SAN_SYS(SYS_getsockopt, (long)s->tcp, (long)SOL_SOCKET, (long)opt, &v, &l) < 0 || v <= 0)
+		return 0;
+	return (uint32_t)v;
+}
+
+static void sock_windows(struct san_sock *s)
+{
+	if (!s->prov || !s->prov->peer_reads_seen || !s->rxr.sh)
+		return;
+	san_shm_ring_cons_window(&s->rxr, sock_buf(s, SAN_FDF_RCVBUF, SO_RCVBUF));
+	s->snd_window = sock_buf(s, SAN_FDF_SNDBUF, SO_SNDBUF);
+}
+
+void san_sock_on_bufsize(int fd, bool snd)
+{
+	struct san_sock *s;
+
+	(void)san_fd_set_flags(fd, snd ? SAN_FDF_SNDBUF : SAN_FDF_RCVBUF, 0);
+	s = san_sock_get(fd);
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (s->committed)
+		sock_windows(s);
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
 }
 
 /* After commit every failure resets the connection (protocol.md §9.2 rule 5). Lock held. */

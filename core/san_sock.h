@@ -127,6 +127,8 @@ struct san_sock {
 	uint8_t peer_end;  /* then, how TCP would have ended (enum san_peer_end) */
 	bool gone_write;   /* a send to a peer gone by FIN was taken (TCP's reply: RST) */
 	uint64_t tx_data_end; /* txr position past our last frame carrying stream bytes */
+	uint32_t snd_window;  /* SO_SNDBUF the application set (shm), 0: none (sock_windows) */
+	bool tx_wait_window;  /* the last send waits for the peer to read (window full) */
 	bool anchor_watch; /* the engine watches the anchor */
 	void *ew;	   /* engine watcher (engine thread only) */
 
@@ -193,6 +195,8 @@ void san_sock_stats_exit(void);
 /* exec(): inherited switched fds become sockets that read EOF (this process's copies only). */
 void san_sock_before_exec(void);
 
+/* setsockopt(SO_SNDBUF or SO_RCVBUF) on a tracked fd succeeded (snd: which one). */
+void san_sock_on_bufsize(int fd, bool snd);
 /* Called by preload/ once the real call succeeded. */
 void san_sock_on_connect(int fd);
 void san_sock_on_accept(int lfd, int fd);

@@ -128,9 +128,16 @@ SAN_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 
 SAN_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
-	if (unlikely(san_switched(fd)))
-		fd = san_sock_anchor(fd);
-	return SAN_REAL(setsockopt)(fd, level, name, val, len);
+	int kfd = unlikely(san_switched(fd)) ? san_sock_anchor(fd) : fd;
+	int r = SAN_REAL(setsockopt)(kfd, level, name, val, len);
+
+	/* Buffer sizes the application chose bound what a switched connection holds too. */
+	if (unlikely(r == 0 && level == SOL_SOCKET &&
+		     (name == SO_SNDBUF || name == SO_RCVBUF || name == SO_SNDBUFFORCE ||
+		      name == SO_RCVBUFFORCE) &&
+		     san_fd_get(fd)))
+		san_sock_on_bufsize(fd, name == SO_SNDBUF || name == SO_SNDBUFFORCE);
+	return r;
 }
 
 SAN_EXPORT int getsockname(int fd, __SOCKADDR_ARG addr, socklen_t *__restrict len)

@@ -78,7 +78,9 @@ void san_track_accept(int lfd, int fd, int flags)
 		san_track_new(fd, "accept");
 		return;
 	}
-	fl = (flags & SOCK_NONBLOCK ? SAN_FDF_NONBLOCK : 0) | (san_fd_flags(l) & SAN_FDF_INET6);
+	/* the kernel gives the connection the listener's buffer sizes, and their locks */
+	fl = (flags & SOCK_NONBLOCK ? SAN_FDF_NONBLOCK : 0) |
+	     (san_fd_flags(l) & (SAN_FDF_INET6 | SAN_FDF_SNDBUF | SAN_FDF_RCVBUF));
 	if (san_fd_track(fd, SAN_FD_PASSIVE, fl)) {
 		san_debug("fd %d: accepted beyond the fd table, untracked", fd);
 		return;
