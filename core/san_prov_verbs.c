@@ -1109,7 +1109,7 @@ static bool v_pending(struct vconn *v)
 
 #define V_EXIT_MAX_S 30 /* and never longer than this: other threads may keep streaming */
 
-static void v_flush_all(bool stdio)
+static void v_flush_all(void)
 {
 	uint64_t seen = atomic_load(&frames_sent);
 	time_t start = time(NULL), idle_since = start;
@@ -1118,9 +1118,6 @@ static void v_flush_all(bool stdio)
 	if (!atomic_load_explicit(&nrunning, memory_order_relaxed) ||
 	    getpid() != atomic_load(&run_pid))
 		return; /* (a vfork child shares our memory, not our connections) */
-	/* glibc flushes stdio after the atexit handlers: a socket's FILE must not follow our FIN */
-	if (stdio)
-		(void)fflush(NULL);
 	for (;;) {
 		bool busy = false;
 		uint64_t now_sent;
@@ -1204,13 +1201,17 @@ static void v_spin_poll(struct san_sock *s)
 
 static void v_exit_flush(void)
 {
-	v_flush_all(true);
+	/* glibc flushes stdio after the atexit handlers: a socket's FILE must not follow our FIN */
+	(void)fflush(NULL);
+	san_sock_exit_close(); /* the connections the program never closed end as TCP's would */
+	v_flush_all();
 }
 
 void san_prov_verbs_exit(void);
 void san_prov_verbs_exit(void)
 {
-	v_flush_all(false);
+	san_sock_exit_close();
+	v_flush_all();
 }
 
 void san_prov_verbs_spin(void);

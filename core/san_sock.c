@@ -585,6 +585,27 @@ static void count_switched(const struct san_sock *s)
 		san_stats_add(SAN_STAT_SWITCHED_VERBS, 1);
 }
 
+void san_sock_exit_close(void)
+{
+	struct san_sock *s;
+
+	/* a vfork child shares our memory, not our connections; a held lock: give up, not hang */
+	if (!san_fdtable_owned() || pthread_mutex_trylock(&reg_lock))
+		return;
+	for (s = reg_list; s; s = s->next) {
+		if (!s->committed || s->orphan || s->closing || s->dropped || !s->prov ||
+		    s->prov->peer_reads_seen || !reg || reg[s->fd] != s)
+			continue;
+		/* (the registry's lock before the sock's: only a try, against the usual order) */
+		if (pthread_mutex_trylock(&s->lock))
+			continue;
+		if (s->tx == SK_TX_SAN && !s->err && !s->fin_sent)
+			san_conn_close(s);
+		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_mutex_unlock(&reg_lock);
+}
+
 void san_sock_stats_exit(void)
 {
 	struct san_sock *s;

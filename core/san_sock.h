@@ -192,6 +192,13 @@ void san_sock_atfork_parent(void);
  * bytes it moved over TCP, as its close() would have (san_stats counts the open ones after).
  */
 void san_sock_stats_exit(void);
+/*
+ * The process ends with connections it never closed: the kernel would close their TCP sockets
+ * now (a FIN after the queued bytes; an RST with received bytes unread). Where the peer cannot
+ * see our reads (verbs) that is said in the ring as close() says it, before the provider's exit
+ * flush sends what is queued; shm needs nothing (the peer sees the rings: san_sock_check_anchor).
+ */
+void san_sock_exit_close(void);
 /* exec(): inherited switched fds become sockets that read EOF (this process's copies only). */
 void san_sock_before_exec(void);
 

@@ -805,6 +805,57 @@ void san_up_unwatch(struct san_sock *s)
 		san_warn("fd %d: DISCONNECT watch not stopped", s->fd);
 }
 
+/* ---- an engine watcher on a connection: its own dup of an fd, a reference to the sock ---- */
+
+struct sock_watch {
+	ev_io w;
+	struct san_sock *s;
+};
+
+static void sock_watch_start_on_engine(void *arg)
+{
+	struct sock_watch *sw = arg;
+
+	ev_io_start(san_engine_loop(), &sw->w);
+}
+
+/* Stop (on the engine thread), close its dup, drop its reference. */
+static void sock_watch_free(struct ev_loop *loop, struct sock_watch *sw)
+{
+	ev_io_stop(loop, &sw->w);
+	san_sys_close(sw->w.fd);
+	san_sock_put(sw->s);
+	free(sw);
+}
+
+/*
+ * Watch a dup of fd for events on the engine thread, the caller's reference to s going with
+ * the watcher (dropped here on failure). The watcher, or NULL. Lock held.
+ */
+static struct sock_watch *sock_watch(struct san_sock *s, int fd, int events,
+				     void (*cb)(struct ev_loop *, ev_io *, int))
+{
+	struct sock_watch *sw = calloc(1, sizeof(*sw));
+	int d = san_fd_hide(san_sys_fcntl(fd, F_DUPFD_CLOEXEC, 0));
+
+	if (!sw || d < 0) {
+		if (d >= 0)
+			san_sys_close(d);
+		free(sw);
+		san_sock_put(s);
+		return NULL;
+	}
+	sw->s = s;
+	ev_io_init(&sw->w, cb, d, events);
+	if (san_engine_call(sock_watch_start_on_engine, sw) < 0) {
+		san_sys_close(d);
+		san_sock_put(s);
+		free(sw);
+		return NULL;
+	}
+	return sw;
+}
+
 /* ---- the rest of a MARK the TCP send buffer had no room for ------------------------------ */
 
 /*
@@ -813,14 +864,9 @@ void san_up_unwatch(struct san_sock *s)
  * socket (the application may close its number meanwhile: the MARK must still go, the ring's
  * bytes behind it are the peer's).
  */
-struct mark_watch {
-	ev_io w;
-	struct san_sock *s;
-};
-
 static void mark_writable(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct mark_watch *mw = (struct mark_watch *)w;
+	struct sock_watch *mw = (struct sock_watch *)w;
 	struct san_sock *s = mw->s;
 	int r = 0;
 
@@ -836,55 +882,21 @@ static void mark_writable(struct ev_loop *loop, ev_io *w, int revents)
 	s->mark_due = false;
 	s->mw = NULL;
 	pthread_mutex_unlock(&s->lock);
-	ev_io_stop(loop, w);
-	san_sys_close(w->fd);
-	san_sock_put(s);
-	free(mw);
+	sock_watch_free(loop, mw);
 }
 
-static void mark_on_engine(void *arg)
-{
-	struct mark_watch *mw = arg;
-
-	ev_io_start(san_engine_loop(), &mw->w);
-}
-
-/* Lock held. */
+/* Lock held. The sock may be closing already: the watcher holds its own reference. */
 void san_up_watch_mark(struct san_sock *s)
 {
-	struct mark_watch *mw;
-	int fd;
-
 	if (s->mw)
 		return;
-	mw = calloc(1, sizeof(*mw));
-	fd = san_fd_hide(san_sys_fcntl(s->tcp, F_DUPFD_CLOEXEC, 0));
-	if (!mw || fd < 0) {
-		if (fd >= 0)
-			san_sys_close(fd);
-		free(mw);
-		san_sock_reset_locked(s, -ECONNRESET, SAN_R_RESOURCES);
-		return;
-	}
 	san_sock_hold(s);
-	mw->s = s;
-	ev_io_init(&mw->w, mark_writable, fd, EV_WRITE);
-	s->mw = mw;
-	if (san_engine_call(mark_on_engine, mw) < 0) {
-		s->mw = NULL;
-		san_sys_close(fd);
-		san_sock_put(s);
-		free(mw);
+	s->mw = sock_watch(s, s->tcp, EV_WRITE, mark_writable);
+	if (!s->mw)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_RESOURCES);
-	}
 }
 
 /* ---- waiting for ring space: a pending DISCONNECT, an application's EPOLLOUT -------------- */
-
-struct fin_watch {
-	ev_io w;
-	struct san_sock *s;
-};
 
 /*
  * X became writable: the peer freed room (and took our plugs). Post a pending DISCONNECT; an
@@ -892,7 +904,7 @@ struct fin_watch {
  */
 static void fin_writable(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct fin_watch *f = (struct fin_watch *)w;
+	struct sock_watch *f = (struct sock_watch *)w;
 	struct san_sock *s = f->s;
 	bool done;
 
@@ -915,57 +927,26 @@ static void fin_writable(struct ev_loop *loop, ev_io *w, int revents)
 	if (done)
 		s->fw = NULL;
 	pthread_mutex_unlock(&s->lock);
-	if (done) {
-		ev_io_stop(loop, w);
-		san_sys_close(w->fd);
-		san_sock_put(s);
-		free(f);
-	}
+	if (done)
+		sock_watch_free(loop, f);
 }
 
 static void unwatch_fin_on_engine(void *arg)
 {
-	struct fin_watch *f = arg;
-
-	ev_io_stop(san_engine_loop(), &f->w);
-	san_sys_close(f->w.fd);
-	san_sock_put(f->s);
-	free(f);
-}
-
-static void fin_on_engine(void *arg)
-{
-	struct fin_watch *f = arg;
-
-	ev_io_start(san_engine_loop(), &f->w);
+	sock_watch_free(san_engine_loop(), arg);
 }
 
 /* Lock held. The watcher waits on its own dup of X: the application may close its number. */
 void san_up_watch_tx(struct san_sock *s)
 {
-	struct fin_watch *f;
 	struct san_sock *ref;
-	int x;
 
 	if (s->fw)
 		return;
-	f = calloc(1, sizeof(*f));
-	x = san_fd_hide(san_sys_fcntl(s->xfd, F_DUPFD_CLOEXEC, 0));
 	ref = san_sock_get(s->fd);
-	if (!f || x < 0 || ref != s) {
+	if (ref != s) {
 		san_sock_put(ref);
-		if (x >= 0)
-			san_sys_close(x);
-		free(f);
 		return;
 	}
-	f->s = s;
-	ev_io_init(&f->w, fin_writable, x, EV_WRITE);
-	s->fw = f;
-	if (san_engine_call(fin_on_engine, f) < 0) {
-		s->fw = NULL;
-		san_sys_close(x);
-		san_sock_put(s);
-		free(f);
-	}
+	s->fw = sock_watch(s, s->xfd, EV_WRITE, fin_writable);
 }

@@ -2,9 +2,11 @@
 # tests/rxe/pure_sender.py — a sender that never reads, then closes; a receiver that reads late.
 #
 #   pure_sender.py recv ADDR PORTFILE DELAY   listen, accept one, sleep DELAY s, read to EOF
-#   pure_sender.py send ADDR PORT MODE        MODE: block (sendall 4 MiB, close) or
+#   pure_sender.py send ADDR PORT MODE [END]  MODE: block (sendall 4 MiB) or
 #                                             fill (nonblocking 1000-byte sends until EAGAIN,
-#                                             so the outbound ring is full, then close)
+#                                             so the outbound ring is full); END: close (the
+#                                             default), exit (_exit without close), shutexit
+#                                             (shutdown(SHUT_WR), then _exit without close)
 #
 # Both print "pure_sender: ROLE bytes=N sha256=H"; the test compares the two lines. The sender
 # never reads, so the switch keeps its TCP number (no swap) and its close() must not let the
@@ -45,7 +47,7 @@ def recv(addr, portfile, delay):
     print("pure_sender: recv bytes=%d sha256=%s" % (n, h.hexdigest()), flush=True)
 
 
-def send(addr, port, mode):
+def send(addr, port, mode, end="close"):
     s = socket.create_connection((addr, port))
     h = hashlib.sha256()
     n = 0
@@ -67,12 +69,17 @@ def send(addr, port, mode):
             except BlockingIOError:
                 idle += 1
                 time.sleep(0.005)
-    s.close()
     print("pure_sender: send bytes=%d sha256=%s" % (n, h.hexdigest()), flush=True)
+    if end == "shutexit":
+        s.shutdown(socket.SHUT_WR)
+    if end != "close":
+        import os
+        os._exit(0)  # no close(): the process's end closes the connection, as a kernel would
+    s.close()
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "recv":
         recv(sys.argv[2], sys.argv[3], float(sys.argv[4]))
     else:
-        send(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        send(sys.argv[2], int(sys.argv[3]), sys.argv[4], *sys.argv[5:6])

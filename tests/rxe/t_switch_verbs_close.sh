@@ -1,7 +1,10 @@
 #!/bin/bash
 # t_switch_verbs_close — close() of a pure sender over verbs loses nothing: a sender that never
 # reads writes (blocking: 4 MiB; nonblocking: 1000-byte sends until its outbound ring is full)
-# and closes at once, while the receiver sleeps before it reads. The receiver must get every
+# and closes at once, while the receiver sleeps before it reads. The same when the sender's
+# process ends without close() (_exit; shutdown then _exit): its kernel would close the socket
+# with a FIN, and the exit says DISCONNECT for it (san_sock_exit_close), so the receiver gets
+# EOF, not a reset (it raises on any error). The receiver must get every
 # byte (count and sha256 equal to the sender's) and then EOF, with the connection switched onto
 # verbs on both sides. (The TCP FIN must not overtake frames still queued for the SAN, and a
 # DISCONNECT that found the ring full must still go once there is room.)
@@ -16,9 +19,11 @@ PS=$(dirname -- "$0")/pure_sender.py
 
 export SANSWITCH_STATS=1 SANSWITCH_PROVIDER=verbs
 
-for mode in block fill; do
+for mode in block fill block.exit fill.shutexit; do
+	end=close
+	[[ $mode == *.* ]] && end=${mode#*.}
 	start_pf "r.$mode" pre "$PYX" "$PS" recv "$addr" '{PORTFILE}' 2
-	as_t pre 60 "$PYX" "$PS" send "$addr" "$SERVER_PORT" "$mode" \
+	as_t pre 60 "$PYX" "$PS" send "$addr" "$SERVER_PORT" "${mode%.*}" "$end" \
 		>"$TMP/s.$mode.out" 2>"$TMP/s.$mode.err" ||
 		{ show "$TMP/s.$mode.out" "$TMP/s.$mode.err"; fail "$mode: sender failed"; }
 	wait_pid "$SERVER_PID" 60 ||
@@ -33,5 +38,5 @@ for mode in block fill; do
 		l=$(stats_line "$f") || exit 1
 		[ "$(field "$l" switched_verbs)" -eq 1 ] || fail "$mode: not switched onto verbs: $l"
 	done
-	log "$mode: sender closed at once, receiver read late: $got, both ends on verbs"
+	log "$mode: sender ended at once, receiver read late: $got, then EOF, both ends on verbs"
 done
