@@ -808,9 +808,11 @@ static int sock_read_mark(struct san_sock *s)
 /*
  * Wait outside the lock for fd to become ready, or for the anchor of a switched connection
  * to report the peer's end. 1: look again; 0: timed out; -EINTR: a signal handler ran and
- * the call must end as the kernel's would (san_sig.h); a handler that asks for restart, with
- * no timeout on the socket, is 1.
+ * the call must end as the kernel's would (san_sig.h); WAIT_RESTART: a handler ran that asks
+ * for restart, with no timeout on the socket: the call goes on, unless it has moved bytes
+ * already (the kernel's returns the count then, SA_RESTART or not).
  */
+#define WAIT_RESTART 2
 static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
 {
 	/*
@@ -829,7 +831,7 @@ static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
 		pthread_mutex_unlock(&s->lock);
 	}
 	if (r == -EINTR)
-		return san_sig_restarts(timeout_ms >= 0) ? 1 : -EINTR;
+		return san_sig_restarts(timeout_ms >= 0) ? WAIT_RESTART : -EINTR;
 	return r > 0;
 }
 
@@ -1131,6 +1133,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		if (timeo == -2)
 			timeo = sock_timeo_ms(s, SO_SNDTIMEO);
 		w = wait_fd(s, waitfd, waitev, timeo);
+		if (w == WAIT_RESTART && done)
+			w = -EINTR; /* (done: the call returns the count) */
 		if (w <= 0) {
 			/*
 			 * Timed out: EAGAIN; a signal: EINTR; either way what went is returned.
@@ -1359,6 +1363,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		if (timeo == -2)
 			timeo = sock_timeo_ms(s, SO_RCVTIMEO);
 		w = wait_fd(s, waitfd, POLLIN, claimed ? -1 : timeo);
+		if (w == WAIT_RESTART && done)
+			w = -EINTR; /* a MSG_WAITALL receive with bytes: the count */
 		if (w <= 0) {
 			bool settled;
 

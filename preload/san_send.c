@@ -106,21 +106,22 @@ static ssize_t san_sendfile_copy(int out_fd, int in_fd, off64_t *offset, size_t 
 		if (n == 0)
 			break;
 		/*
-		 * The chunk until it is all sent, as the kernel's sendfile() keeps sending
-		 * until it cannot: a short send is followed by another, which then waits (a
-		 * blocking socket) or says why not. An error after bytes went is taken by that
-		 * call and not reported (the kernel's sendfile() returns the count; the next
-		 * call fails EPIPE).
+		 * A send that came back short (a signal, a timeout, a full nonblocking socket, a
+		 * reset) is followed by one more that does not wait, as the kernel's sendfile()
+		 * tries the next piece: an error it finds is taken by this call and not reported
+		 * (the kernel's sendfile() returns the count; the next call fails EPIPE), and
+		 * the call returns what went.
 		 */
 		for (s = 0; s < n;) {
+			int fl = s ? MSG_DONTWAIT : 0;
 			ssize_t k;
 
 			v.iov_base = buf + s;
 			v.iov_len = (size_t)(n - s);
-			k = san_route_send(out_fd, &v, 1, 0);
+			k = san_route_send(out_fd, &v, 1, fl);
 			if (k == SAN_PASS) {
 				/* The connection stays TCP after all: the kernel sends the rest. */
-				k = SAN_REAL(send)(out_fd, buf + s, (size_t)(n - s), 0);
+				k = SAN_REAL(send)(out_fd, buf + s, (size_t)(n - s), fl);
 				if (k < 0)
 					k = -errno;
 			}
@@ -130,6 +131,8 @@ static ssize_t san_sendfile_copy(int out_fd, int in_fd, off64_t *offset, size_t 
 				break;
 			}
 			s += k;
+			if (fl)
+				break;
 		}
 		if (!offset && s < n)
 			(void)lseek64(in_fd, -(off64_t)(n - s), SEEK_CUR);
