@@ -696,6 +696,26 @@ static bool fd_nonblocking(int fd, int flags)
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
+/*
+ * What is left of a call's SO_RCVTIMEO / SO_SNDTIMEO for its next wait, in ms (-1: none): a
+ * call may wait several times (a wake-up that finds nothing), and the kernel's timeout is the
+ * whole call's. The first call reads the option and sets *end (0 until then).
+ */
+static int sock_timeo_ms(struct san_sock *s, int opt);
+
+static int sock_timeo_left(struct san_sock *s, int opt, int *timeo, uint64_t *end)
+{
+	uint64_t now = now_ns();
+
+	if (*timeo == -2)
+		*timeo = sock_timeo_ms(s, opt);
+	if (*timeo < 0)
+		return -1;
+	if (!*end)
+		*end = now + (uint64_t)*timeo * 1000000u;
+	return now >= *end ? 0 : (int)((*end - now + 999999) / 1000000);
+}
+
 /* SO_RCVTIMEO / SO_SNDTIMEO of the TCP socket, in ms; -1 for none. */
 static int sock_timeo_ms(struct san_sock *s, int opt)
 {
@@ -813,6 +833,18 @@ static int sock_read_mark(struct san_sock *s)
  * already (the kernel's returns the count then, SA_RESTART or not).
  */
 #define WAIT_RESTART 2
+
+/*
+ * Bytes the enclosing call moved before this send began: sendfile() copies chunk by chunk,
+ * each chunk one send, and a signal that would restart a send that has moved nothing must end
+ * the sendfile() that has (san_sock_call_moved).
+ */
+static __thread bool call_moved;
+
+void san_sock_call_moved(bool moved)
+{
+	call_moved = moved;
+}
 static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
 {
 	/*
@@ -1002,6 +1034,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 	size_t total = 0, done = 0;
 	bool nb, src_tried = false;
 	int timeo = -2, w;
+	uint64_t tend = 0;
 	ssize_t r = sock_io_begin(fd, m, &s, &total);
 
 	if (r != 1)
@@ -1130,10 +1163,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			break;
 		if (need_wait == -1)
 			continue;
-		if (timeo == -2)
-			timeo = sock_timeo_ms(s, SO_SNDTIMEO);
-		w = wait_fd(s, waitfd, waitev, timeo);
-		if (w == WAIT_RESTART && done)
+		w = wait_fd(s, waitfd, waitev, sock_timeo_left(s, SO_SNDTIMEO, &timeo, &tend));
+		if (w == WAIT_RESTART && (done || call_moved))
 			w = -EINTR; /* (done: the call returns the count) */
 		if (w <= 0) {
 			/*
@@ -1200,6 +1231,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 	size_t total = 0, done = 0;
 	bool nb, waitall;
 	int timeo = -2, paused_waits = 0, w;
+	uint64_t tend = 0;
 	ssize_t r = sock_io_begin(fd, m, &s, &total);
 
 	if (r != 1)
@@ -1360,9 +1392,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		}
 		if (nb)
 			break;
-		if (timeo == -2)
-			timeo = sock_timeo_ms(s, SO_RCVTIMEO);
-		w = wait_fd(s, waitfd, POLLIN, claimed ? -1 : timeo);
+		w = wait_fd(s, waitfd, POLLIN,
+			    claimed ? -1 : sock_timeo_left(s, SO_RCVTIMEO, &timeo, &tend));
 		if (w == WAIT_RESTART && done)
 			w = -EINTR; /* a MSG_WAITALL receive with bytes: the count */
 		if (w <= 0) {

@@ -213,6 +213,11 @@ bool san_sock_on_close(int fd);
 void san_sock_on_dup(int fd, int nfd);
 int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 
+/*
+ * The enclosing call (sendfile's copy loop) has moved bytes before the sends it makes now: a
+ * signal ends those sends (their count is the call's), whatever SA_RESTART says. Per thread.
+ */
+void san_sock_call_moved(bool moved);
 /* Data calls on managed fds: results as the kernel's (>= 0 or -errno). */
 ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags);
 ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags);

@@ -118,7 +118,9 @@ static ssize_t san_sendfile_copy(int out_fd, int in_fd, off64_t *offset, size_t 
 
 			v.iov_base = buf + s;
 			v.iov_len = (size_t)(n - s);
+			san_sock_call_moved(total > 0);
 			k = san_route_send(out_fd, &v, 1, fl);
+			san_sock_call_moved(false);
 			if (k == SAN_PASS) {
 				/* The connection stays TCP after all: the kernel sends the rest. */
 				k = SAN_REAL(send)(out_fd, buf + s, (size_t)(n - s), fl);
