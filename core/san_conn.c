@@ -183,10 +183,6 @@ int san_conn_send_hello(struct san_sock *s)
 }
 
 /*
- * Copy through the ring: DATA frames of up to SAN_CONN_CHUNK bytes, as many as fit now, of the
- * total bytes of iov after its first skip.
- */
-/*
  * Ring bytes the socket buffer sizes still let us fill, when both applications set them
  * (sock_windows: our SO_SNDBUF, the peer's SO_RCVBUF in our outbound ring's header): at most
  * their sum stays unread, as TCP holds at most its send queue and the peer's receive queue.
@@ -200,18 +196,21 @@ static uint64_t window_limit(const struct san_sock *s)
 
 static uint64_t window_room(struct san_sock *s)
 {
-	uint32_t peer;
 	uint64_t cons, limit, used;
 
-	if (!s->snd_window || !s->txr.sh || !(peer = san_shm_ring_peer_window(&s->txr)))
+	if (!s->snd_window || !s->txr.sh || !san_shm_ring_peer_window(&s->txr))
 		return UINT64_MAX;
 	if (san_shm_ring_prod_released(&s->txr, &cons) < 0)
 		return UINT64_MAX; /* broken: the send finds that out itself */
-	limit = (uint64_t)s->snd_window + peer;
+	limit = window_limit(s);
 	used = s->txr.prod - cons;
 	return used < limit ? limit - used : 0;
 }
 
+/*
+ * Copy through the ring: DATA frames of up to SAN_CONN_CHUNK bytes, as many as fit now, of the
+ * total bytes of iov after its first skip.
+ */
 static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t skip,
 			 size_t total)
 {

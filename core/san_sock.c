@@ -587,23 +587,29 @@ static void count_switched(const struct san_sock *s)
 
 void san_sock_exit_close(void)
 {
-	struct san_sock *s;
+	struct san_sock *list[64], *s;
+	int n = 0;
 
 	/* a vfork child shares our memory, not our connections; a held lock: give up, not hang */
 	if (!san_fdtable_owned() || pthread_mutex_trylock(&reg_lock))
 		return;
-	for (s = reg_list; s; s = s->next) {
-		if (!s->committed || s->orphan || s->closing || s->dropped || !s->prov ||
-		    s->prov->peer_reads_seen || !reg || reg[s->fd] != s)
-			continue;
-		/* (the registry's lock before the sock's: only a try, against the usual order) */
-		if (pthread_mutex_trylock(&s->lock))
-			continue;
-		if (s->tx == SK_TX_SAN && !s->err && !s->fin_sent)
-			san_conn_close(s);
-		pthread_mutex_unlock(&s->lock);
-	}
+	for (s = reg_list; s && n < 64; s = s->next)
+		if (s->committed && !s->orphan && !s->closing && !s->dropped && s->prov &&
+		    !s->prov->peer_reads_seen && reg && reg[s->fd] == s) {
+			s->refs++;
+			list[n++] = s;
+		}
 	pthread_mutex_unlock(&reg_lock);
+	for (int i = 0; i < n; i++) {
+		s = list[i];
+		/* a lock held by a thread the exit interrupted is never let go: skip that one */
+		if (!pthread_mutex_trylock(&s->lock)) {
+			if (s->tx == SK_TX_SAN && !s->err && !s->fin_sent && !s->closing)
+				san_conn_close(s);
+			pthread_mutex_unlock(&s->lock);
+		}
+		san_sock_put(s);
+	}
 }
 
 void san_sock_stats_exit(void)
