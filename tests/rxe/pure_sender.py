@@ -2,7 +2,8 @@
 # tests/rxe/pure_sender.py — a sender that never reads, then closes; a receiver that reads late.
 #
 #   pure_sender.py recv ADDR PORTFILE DELAY   listen, accept one, sleep DELAY s, read to EOF
-#   pure_sender.py send ADDR PORT MODE [END]  MODE: block (sendall 4 MiB) or
+#   pure_sender.py send ADDR PORT MODE [END]  MODE: block (sendall 4 MiB), idle (64 KiB, then
+#                                             4 s with nothing queued) or
 #                                             fill (nonblocking 1000-byte sends until EAGAIN,
 #                                             so the outbound ring is full); END: close (the
 #                                             default), exit (_exit without close), shutexit
@@ -51,11 +52,13 @@ def send(addr, port, mode, end="close"):
     s = socket.create_connection((addr, port))
     h = hashlib.sha256()
     n = 0
-    if mode == "block":
-        data = pattern(4 << 20)
+    if mode in ("block", "idle"):
+        data = pattern(4 << 20 if mode == "block" else 64 << 10)
         s.sendall(data)
         h.update(data)
         n = len(data)
+        if mode == "idle":
+            time.sleep(4)  # the receiver (reading after 2 s) has it all: nothing left queued
     else:
         s.setblocking(False)
         chunk = pattern(1000, seed=11)

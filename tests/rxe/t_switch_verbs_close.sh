@@ -2,9 +2,11 @@
 # t_switch_verbs_close — close() of a pure sender over verbs loses nothing: a sender that never
 # reads writes (blocking: 4 MiB; nonblocking: 1000-byte sends until its outbound ring is full)
 # and closes at once, while the receiver sleeps before it reads. The same when the sender's
-# process ends without close() (_exit; shutdown then _exit): its kernel would close the socket
-# with a FIN, and the exit says DISCONNECT for it (san_sock_exit_close), so the receiver gets
-# EOF, not a reset (it raises on any error). The receiver must get every
+# process ends without close() (_exit; shutdown then _exit; and _exit 4 s after the last send,
+# when nothing is queued any more: before, only a connection with frames still queued at the
+# exit said DISCONNECT): its kernel would close the socket with a FIN, and the exit says
+# DISCONNECT for it (san_sock_exit_close), so the receiver gets EOF, not a reset (it raises on
+# any error). The receiver must get every
 # byte (count and sha256 equal to the sender's) and then EOF, with the connection switched onto
 # verbs on both sides. (The TCP FIN must not overtake frames still queued for the SAN, and a
 # DISCONNECT that found the ring full must still go once there is room.)
@@ -19,7 +21,7 @@ PS=$(dirname -- "$0")/pure_sender.py
 
 export SANSWITCH_STATS=1 SANSWITCH_PROVIDER=verbs
 
-for mode in block fill block.exit fill.shutexit; do
+for mode in block fill block.exit fill.shutexit idle.exit; do
 	end=close
 	[[ $mode == *.* ]] && end=${mode#*.}
 	start_pf "r.$mode" pre "$PYX" "$PS" recv "$addr" '{PORTFILE}' 2
