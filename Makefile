@@ -2,6 +2,9 @@
 #
 #   make                 build build/libsanswitch.so and the tools in build/
 #   make check           install test dependencies, build, run unit + end-to-end tests
+#   make check SANITIZE=address      the same, everything built with AddressSanitizer into
+#                        build-asan/ (SANITIZE=undefined: UBSan, build-ubsan/; address,undefined:
+#                        both, build-asan-ubsan/); make, make e2e and make clean take it too
 #   make demo            side-by-side demo: a program over kernel TCP, then under the switch
 #   make bench           benchmarks (kernel TCP vs preload, ratios; not pass/fail)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
@@ -12,18 +15,44 @@
 # Sources are discovered per directory: every preload/*.c, core/*.c and proto/*.c goes into the
 # library; proto/ and core/ objects are also linked into the unit-test runner.
 
+comma    := ,
+space    := $(subst ,, )
+
 CC       ?= cc
 PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 BINDIR   ?= $(PREFIX)/bin
 MANDIR   ?= $(PREFIX)/share/man
 DESTDIR  ?=
+
+# SANITIZE=address, undefined or address,undefined: the library, the unit runner and the tools
+# are built with those sanitizers into a build directory of their own, never mixed with build/.
+# A UBSan finding aborts (-fno-sanitize-recover=all), so it fails the test that hit it. The tests
+# find the sanitizer from the library they are given (tests/sanitize.sh; README "Sanitizers").
+SANITIZE ?=
+ifeq ($(SANITIZE),)
 B        := build
+SAN_FLAGS :=
+SAN_WARN :=
+else
+SAN_KINDS := $(sort $(subst $(comma), ,$(SANITIZE)))
+ifneq ($(filter-out address undefined,$(SAN_KINDS)),)
+$(error SANITIZE=$(SANITIZE): want address, undefined or address,undefined)
+endif
+B        := build-$(subst $(space),-,$(strip $(patsubst address,asan,$(patsubst undefined,ubsan,$(SAN_KINDS)))))
+SAN_FLAGS := -fsanitize=$(subst $(space),$(comma),$(SAN_KINDS)) -fno-omit-frame-pointer
+ifneq ($(filter undefined,$(SAN_KINDS)),)
+SAN_FLAGS += -fno-sanitize-recover=all
+endif
+# GCC's manual: sanitizers raise the rate of false -Wmaybe-uninitialized warnings (one in
+# tests/tools/sanverify.c under UBSan); the plain build, which keeps it, is the one that checks.
+SAN_WARN := -Wno-maybe-uninitialized
+endif
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wno-unused-parameter
 CFLAGS   ?= -O2 -g
-ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) -fPIC -D_GNU_SOURCE -I. -MMD -MP
+ALL_CFLAGS = -std=gnu11 $(WARN) $(CFLAGS) $(SAN_FLAGS) $(SAN_WARN) -fPIC -D_GNU_SOURCE -I. -MMD -MP
 LDLIBS_SO := -lev -ldl -lpthread
 
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -69,7 +98,7 @@ $(B)/obj/%.o: %.c
 	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 $(SO): $(LIB_OBJ) $(MAP)
-	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=$(MAP) -Wl,-z,defs \
+	$(CC) $(SAN_FLAGS) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=$(MAP) -Wl,-z,defs \
 	      -Wl,-soname,libsanswitch.so $(LIB_LIBS)
 
 $(B)/%: tests/tools/%.c
@@ -86,7 +115,7 @@ $(B)/sanverbs: tests/tools/sanverbs.c $(SANVERBS_OBJ)
 
 $(UNIT_OBJ): ALL_CFLAGS += $(CHECK_CFLAGS)
 $(UNIT): $(UNIT_OBJ) $(UNIT_LIB_OBJ)
-	$(CC) -o $@ $^ $(CHECK_LIBS) -lev -ldl -lpthread
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(CHECK_LIBS) -lev -ldl -lpthread
 
 deps:
 	@./scripts/install-deps
@@ -94,10 +123,10 @@ deps:
 unit: $(UNIT)
 check: deps
 	@$(MAKE) --no-print-directory all $(UNIT)
-	@./tests/run
+	@SANSWITCH_BUILD=$(CURDIR)/$(B) ./tests/run
 
 e2e: all
-	@./tests/e2e/run
+	@SANSWITCH_BUILD=$(CURDIR)/$(B) ./tests/e2e/run
 
 # Needs scripts/rxe-vm's packages and cache (scripts/rxe-vm --install, once, as root).
 rxe-check: all

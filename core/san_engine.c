@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include <ev.h>
 
@@ -31,6 +32,60 @@ static struct {
 } eng = { .lock = PTHREAD_MUTEX_INITIALIZER, .tail = &eng.head };
 
 static __thread bool on_engine_thread;
+
+/*
+ * fork() and the loop. The child cannot destroy its copy of the loop (to close its epoll fd and
+ * eventfd) if the progress thread was changing it at the fork: an array libev had just
+ * reallocated would be freed a second time (ASan found that in a fork_child_close case of
+ * t_edge_endings). So the progress thread holds loop_lock whenever it runs libev's code, all
+ * but the poll itself (libev's release/acquire callbacks), and whoever creates or destroys the
+ * loop holds it too; fork's prepare handler takes it, so the child gets a whole loop. The wait is
+ * bounded (the thread may be waiting for a lock the forking thread holds): past FORK_WAIT_MS the
+ * child leaves its copy alone, its memory and its two fds (both close-on-exec).
+ */
+static pthread_mutex_t loop_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread bool fork_quiet; /* this thread holds loop_lock across its fork() */
+static struct ev_loop *volatile abandoned_loop; /* a child's copy left alone (not a leak) */
+#define FORK_WAIT_MS 100
+
+static void loop_release(struct ev_loop *loop) EV_NOEXCEPT
+{
+	pthread_mutex_unlock(&loop_lock);
+}
+
+static void loop_acquire(struct ev_loop *loop) EV_NOEXCEPT
+{
+	pthread_mutex_lock(&loop_lock);
+}
+
+static void fork_prepare(void)
+{
+	struct timespec ts;
+
+	fork_quiet = false;
+	if (on_engine_thread) /* it holds loop_lock itself (and never forks) */
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += FORK_WAIT_MS * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	fork_quiet = pthread_mutex_clocklock(&loop_lock, CLOCK_MONOTONIC, &ts) == 0;
+}
+
+static void fork_parent(void)
+{
+	if (fork_quiet)
+		pthread_mutex_unlock(&loop_lock);
+	fork_quiet = false;
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+/* The child's side is san_engine_atfork_child(), which san_core_atfork_child() calls. */
+static void fork_register(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, NULL);
+}
 
 bool san_engine_on_thread(void)
 {
@@ -73,8 +128,10 @@ static void *engine_main(void *unused)
 {
 	on_engine_thread = true;
 	san_fd_guard_enter(); /* for good: our own socket calls bypass the wrappers */
+	pthread_mutex_lock(&loop_lock);
 	ev_run(eng.loop, 0);
 	run_queue(); /* work queued after the last wakeup still runs */
+	pthread_mutex_unlock(&loop_lock);
 	return NULL;
 }
 
@@ -85,15 +142,20 @@ static int start_locked(void)
 
 	if (eng.running)
 		return 0;
+	pthread_once(&fork_once, fork_register);
+	pthread_mutex_lock(&loop_lock);
 	san_fd_guard_enter(); /* libev's epoll_create1/eventfd are ours, not the application's */
 	eng.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOSIGMASK);
 	san_fd_guard_leave();
 	if (!eng.loop) {
+		pthread_mutex_unlock(&loop_lock);
 		san_err("engine: cannot create the event loop; connections stay on kernel TCP");
 		return -ENOMEM;
 	}
+	ev_set_loop_release_cb(eng.loop, loop_release, loop_acquire);
 	ev_async_init(&eng.async, on_async);
 	ev_async_start(eng.loop, &eng.async);
+	pthread_mutex_unlock(&loop_lock);
 
 	/* The thread inherits this mask: it must never take the application's signals. */
 	sigfillset(&all);
@@ -103,9 +165,11 @@ static int start_locked(void)
 	if (err) {
 		san_err("engine: cannot start the progress thread: error %d; staying on kernel TCP",
 			err);
+		pthread_mutex_lock(&loop_lock);
 		ev_async_stop(eng.loop, &eng.async);
 		ev_loop_destroy(eng.loop);
 		eng.loop = NULL;
+		pthread_mutex_unlock(&loop_lock);
 		return -err;
 	}
 	eng.running = true;
@@ -168,9 +232,13 @@ void san_engine_stop(void)
 		pthread_join(t, NULL);
 
 	pthread_mutex_lock(&eng.lock);
+	if (!on_engine_thread) /* (the engine thread holds loop_lock already) */
+		pthread_mutex_lock(&loop_lock);
 	ev_async_stop(eng.loop, &eng.async);
 	ev_loop_destroy(eng.loop);
 	eng.loop = NULL;
+	if (!on_engine_thread)
+		pthread_mutex_unlock(&loop_lock);
 	eng.running = false;
 	eng.stopping = false;
 	pthread_mutex_unlock(&eng.lock);
@@ -192,12 +260,21 @@ void san_engine_atfork_child(void)
 	eng.head = NULL;
 	eng.tail = &eng.head;
 	if (eng.loop) {
-		/* Close our copies of the loop's epoll fd and eventfd; the parent keeps its own. */
-		san_fd_guard_enter();
-		ev_loop_destroy(eng.loop);
-		san_fd_guard_leave();
+		if (fork_quiet) {
+			/* Close our copies of the loop's epoll fd and eventfd; the parent keeps its own. */
+			san_fd_guard_enter();
+			ev_loop_destroy(eng.loop);
+			san_fd_guard_leave();
+		} else {
+			abandoned_loop = eng.loop;
+			san_debug("engine: forked while the progress thread was busy: the child "
+				  "leaves its copy of the loop alone");
+		}
 		eng.loop = NULL;
 	}
+	/* Held across the fork by this thread (fork_quiet), or by a thread that is gone. */
+	pthread_mutex_init(&loop_lock, NULL);
+	fork_quiet = false;
 	eng.running = false;
 	eng.stopping = false;
 	on_engine_thread = false;

@@ -26,6 +26,12 @@ ROOT=$(cd -- "$E2E_DIR/../.." && pwd)
 BUILD=${SANSWITCH_BUILD:-$ROOT/build}
 SO=$BUILD/libsanswitch.so
 SANVERIFY=$BUILD/sanverify
+# A sanitized build (make SANITIZE=...): PRELOAD is what LD_PRELOAD must hold (the ASan runtime
+# before the library), SAN_KINDS says which sanitizers (tests/sanitize.sh). Plain build: PRELOAD=$SO.
+# shellcheck source=tests/sanitize.sh
+. "$ROOT/tests/sanitize.sh"
+san_detect "$SO"
+PRELOAD=$SAN_PRELOAD
 PY=${PYTHON:-python3}
 TEST_NAME=$(basename -- "$0" .sh)
 
@@ -90,31 +96,37 @@ tmo() {
 }
 
 # preload CMD... — run CMD with the switch preloaded.
-preload() { env LD_PRELOAD="$SO" "$@"; }
+preload() { env LD_PRELOAD="$PRELOAD" "$@"; }
 
-# _menv MODE — set MENV to the env(1) prefix for MODE: "pre" (preloaded) or "none" (plain).
+# _menv MODE [CMD] — set MENV to the env(1) prefix for MODE: "pre" (preloaded) or "none" (plain);
+# CMD, the program about to run, only matters to a sanitized build.
 MENV=()
 _menv() {
 	case $1 in
-	pre) MENV=(env "LD_PRELOAD=$SO") ;;
+	pre) MENV=(env "LD_PRELOAD=$PRELOAD") ;;
 	none) MENV=(env -u LD_PRELOAD) ;;
 	# preloaded, but no provider may carry a connection: every call takes the interposed
 	# path and every connection falls back to TCP (the cost of the interposition alone)
-	pass) MENV=(env "LD_PRELOAD=$SO" SANSWITCH_PROVIDER=none) ;;
+	pass) MENV=(env "LD_PRELOAD=$PRELOAD" SANSWITCH_PROVIDER=none) ;;
 	*) fail "bad mode '$1' (want pre, pass or none)" ;;
 	esac
+	# ASan: our own tools (built with it) are checked for leaks too, foreign programs are not
+	# (tests/sanitize.sh: san_options); the last setting of a flag wins, the caller's own last.
+	if [[ $SAN_KINDS == *address* && ${2:-} == "$BUILD"/* ]]; then
+		MENV+=("ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=1${SAN_USER_ASAN_OPTIONS:+:$SAN_USER_ASAN_OPTIONS}")
+	fi
 }
 
 # as MODE CMD... — run the external command CMD as MODE.
 as() {
-	_menv "$1"
+	_menv "$1" "${2:-}"
 	shift
 	"${MENV[@]}" "$@"
 }
 
 # as_t MODE SECONDS CMD... — the same, with a time limit (the timeout tool is never preloaded).
 as_t() {
-	_menv "$1"
+	_menv "$1" "${3:-}"
 	local secs=$2
 	shift 2
 	tmo "$secs" "${MENV[@]}" "$@"
@@ -124,7 +136,7 @@ as_t() {
 # MODE. `env` execs CMD, so SPAWN_PID is CMD's own pid.
 spawn() {
 	local name=$1
-	_menv "$2"
+	_menv "$2" "${3:-}"
 	shift 2
 	"${MENV[@]}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" </dev/null &
 	SPAWN_PID=$!

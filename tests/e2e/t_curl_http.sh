@@ -37,22 +37,34 @@ server() {
 	start_listener "$1" "$2" "$3" "$PY" -m http.server --bind "$addr" --directory "$TMP/www" '{PORT}'
 }
 
+# An ASan build (make check SANITIZE=address) cannot preload curl: the ASan runtime, which must
+# come first in LD_PRELOAD, hangs curl before its main (in setlocale, once p11-kit's constructor
+# has run; LD_PRELOAD=libasan.so.8 curl --version hangs the same without libsanswitch). There only
+# the server is preloaded.
+CURL=pre
+if [[ $SAN_KINDS == *address* ]]; then
+	CURL=none
+	log "note: ASan build: curl is not preloaded (it hangs under the ASan runtime), only the server"
+fi
+
 server http_pre pre 4
 url=http://127.0.0.1:$SERVER_PORT/big.bin
 fetch server_only none "$url"
-fetch both pre "$url"
-fetch both_via_sh pre "$url" sh
+fetch both "$CURL" "$url"
+fetch both_via_sh "$CURL" "$url" sh
 alive "$SERVER_PID" || fail "preloaded http.server died"
 stop "$SERVER_PID"
 
-server http_none none 4
-fetch curl_only pre "http://127.0.0.1:$SERVER_PORT/big.bin"
-fetch curl_only_via_sh pre "http://127.0.0.1:$SERVER_PORT/big.bin" sh
-stop "$SERVER_PID"
+if [ "$CURL" = pre ]; then
+	server http_none none 4
+	fetch curl_only pre "http://127.0.0.1:$SERVER_PORT/big.bin"
+	fetch curl_only_via_sh pre "http://127.0.0.1:$SERVER_PORT/big.bin" sh
+	stop "$SERVER_PID"
+fi
 
 if v6_ok ipv6_both; then
 	server http6_pre pre 6
-	fetch ipv6_both pre "http://[::1]:$SERVER_PORT/big.bin"
+	fetch ipv6_both "$CURL" "http://[::1]:$SERVER_PORT/big.bin"
 	stop "$SERVER_PID"
 fi
 log "all curl fetches ok"

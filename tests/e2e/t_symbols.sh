@@ -61,7 +61,7 @@ comm -23 "$TMP/exported" "$TMP/libc" >"$TMP/notlibc"
 log "every export is defined by $LIBC"
 
 # The loader accepts the library, and it ends up mapped.
-out=$(LD_PRELOAD=$SO sh -c 'grep -c libsanswitch /proc/self/maps' 2>"$TMP/load.err") || true
+out=$(preload sh -c 'grep -c libsanswitch /proc/self/maps' 2>"$TMP/load.err") || true
 no_preload_errors "$TMP/load.err"
 [ "${out:-0}" -gt 0 ] || { show "$TMP/load.err"; fail "library not mapped in a preloaded process"; }
 [ -s "$TMP/load.err" ] && { show "$TMP/load.err"; fail "a trivial preloaded program wrote to stderr"; }
