@@ -182,6 +182,41 @@ int san_shm_ring_prod_reserve(struct san_shm_prod *p, uint32_t msg_len, void **b
 	return (int)flen;
 }
 
+/*
+ * cons_armed: 0, or the consumer's arm word: SAN_SHM_ARMED and the read position it waits at
+ * (8-byte units, 31 bits; san_shm_ring.h, "Doorbells"). An older consumer writes 1: armed, no
+ * position (every commit that finds it rings).
+ */
+static uint32_t arm_word(uint64_t rd)
+{
+	return SAN_SHM_ARMED | ((uint32_t)(rd >> 3) & ~SAN_SHM_ARMED);
+}
+
+/*
+ * Producer, having published up to @end: does the consumer sleep waiting for something we
+ * published? Then take its flag (the one who takes it rings). A flag raised at or past @end
+ * (with @at_end, past it only) is a later sleep, for what we have not published: left alone, or
+ * a frame it has already read would be rung for and its socket left readable over an empty
+ * ring, while its next sleep went unrung-for by the commit that would need it.
+ */
+static bool take_armed(struct san_shm_ring_shared *sh, uint64_t end, bool at_end)
+{
+	uint32_t w = atomic_load_explicit(&sh->cons_armed, memory_order_seq_cst);
+
+	while (w) {
+		if (w & SAN_SHM_ARMED) {
+			uint32_t d = ((uint32_t)(end >> 3) - w) & ~SAN_SHM_ARMED;
+
+			if (d >= (SAN_SHM_ARMED >> 1) || (!d && !at_end))
+				return false;
+		}
+		if (atomic_compare_exchange_weak_explicit(&sh->cons_armed, &w, 0,
+							  memory_order_seq_cst, memory_order_seq_cst))
+			return true;
+	}
+	return false;
+}
+
 int san_shm_ring_prod_commit(struct san_shm_prod *p)
 {
 	uint64_t mask = p->size - 1;
@@ -213,8 +248,7 @@ int san_shm_ring_prod_commit(struct san_shm_prod *p)
 	 * publishes the frame bytes above. Its old value is the peer's to scribble: ignored.
 	 */
 	atomic_exchange_explicit(&p->sh->prod, p->prod, memory_order_seq_cst);
-	if (atomic_load_explicit(&p->sh->cons_armed, memory_order_seq_cst) &&
-	    atomic_exchange_explicit(&p->sh->cons_armed, 0, memory_order_seq_cst))
+	if (take_armed(p->sh, p->prod, false))
 		return 1;
 	return atomic_load_explicit(&p->sh->cons_edges, memory_order_relaxed) != 0;
 }
@@ -440,7 +474,7 @@ int san_shm_ring_cons_arm(struct san_shm_cons *c)
 
 	if (c->err)
 		return c->err;
-	atomic_exchange_explicit(&c->sh->cons_armed, 1, memory_order_seq_cst);
+	atomic_exchange_explicit(&c->sh->cons_armed, arm_word(c->rd), memory_order_seq_cst);
 	err = san_shm_cons_refresh(c);
 	if (err)
 		return err;
@@ -593,8 +627,8 @@ int san_shm_ring_src_offer(struct san_shm_prod *p, uint32_t id, uint64_t addr, u
 	__atomic_store_n(&sh->src_len, len, __ATOMIC_RELAXED);
 	__atomic_store_n(&sh->src_got, 0, __ATOMIC_RELAXED);
 	atomic_store_explicit(&sh->src, src_word(id, SAN_SHM_SRC_OFFERED), memory_order_seq_cst);
-	if (atomic_load_explicit(&sh->cons_armed, memory_order_seq_cst) &&
-	    atomic_exchange_explicit(&sh->cons_armed, 0, memory_order_seq_cst))
+	/* the offer stands at prod: a consumer asleep there has not seen it */
+	if (take_armed(sh, p->prod, true))
 		return 1;
 	return 0;
 }
@@ -750,8 +784,7 @@ int san_shm_ring_src_publish(struct san_shm_prod *p)
 
 	atomic_exchange_explicit(&sh->prod, p->prod, memory_order_seq_cst);
 	atomic_store_explicit(&sh->src, SAN_SHM_SRC_FREE, memory_order_release);
-	if (atomic_load_explicit(&sh->cons_armed, memory_order_seq_cst) &&
-	    atomic_exchange_explicit(&sh->cons_armed, 0, memory_order_seq_cst))
+	if (take_armed(sh, p->prod, false))
 		return 1;
 	return atomic_load_explicit(&sh->cons_edges, memory_order_relaxed) != 0;
 }

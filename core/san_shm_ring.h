@@ -73,10 +73,10 @@
  * pattern, once per direction of waiting:
  *
  *   consumer, before sleeping            producer, in commit
- *   (1) cons_armed = 1          seq_cst  (3) prod = new             seq_cst
+ *   (1) cons_armed = armed@rd   seq_cst  (3) prod = new             seq_cst
  *   (2) load prod               seq_cst  (4) load cons_armed        seq_cst
- *       frame there: disarm, don't sleep      set: clear it, ring the doorbell
- *       else sleep
+ *       frame there: disarm, don't sleep      set, at rd < new: take it (CAS to 0),
+ *       else sleep                            ring the doorbell
  *
  * All four are in the single total order S of seq_cst operations, consistent with program
  * order. If neither side saw the other - (2) read an old prod and (4) read 0 - then (2) < (3)
@@ -84,6 +84,16 @@
  * sees the frame and does not sleep, or the producer sees the flag and rings. The producer
  * waiting for space is the mirror image: prod_armed = 1, load cons (san_shm_ring_prod_arm)
  * against cons = new, load prod_armed (san_shm_ring_cons_release).
+ *
+ * The flag carries the read position the consumer sleeps at (rd, in 8-byte units), and the
+ * producer takes it (compare-and-swap) only if that position is before the end of what it
+ * published: a sleep that began after the consumer had read past our frame is for a later
+ * frame, and is left for the commit that publishes it. Without the position, a producer whose
+ * load in (4) saw a sleep that then ended (the consumer found the frame and read it) would clear
+ * the consumer's next sleep and ring for a frame already read: a doorbell socket readable over
+ * an empty ring (wrk, against nginx, counted the EAGAIN after it as an error, a few times in a
+ * second). In the case that matters for liveness, (4) sees the flag raised at rd = the old prod,
+ * before the new frame's end: it rings.
  *
  * The engine's order for a sleep is: drain the doorbell fd, then arm, then (if arm returned 0)
  * sleep in poll/epoll on the doorbell fd. Draining after the re-check could swallow a
@@ -114,6 +124,9 @@
  * The shared header. Written only by san_shm_ring_init() and through the atomics below; every
  * field may hold anything a peer put there, so it is read only as described above.
  */
+/* The top bit of an arm word (cons_armed): the rest is the read position, in 8-byte units. */
+#define SAN_SHM_ARMED 0x80000000u
+
 struct san_shm_ring_shared {
 	/* Block 0: set once by init; checked once and copied at attach. */
 	uint32_t magic;	    /* SAN_SHM_RING_MAGIC */
@@ -162,7 +175,9 @@ struct san_shm_ring_shared {
 	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 108];
 	/* Block 1: the producer's line. */
 	_Atomic uint64_t prod;	     /* bytes committed, ever; a multiple of 8 */
-	_Atomic uint32_t cons_armed; /* 1: consumer sleeps, wants a doorbell (set by consumer) */
+	_Atomic uint32_t cons_armed; /* consumer sleeps, wants a doorbell: SAN_SHM_ARMED and the
+				      * read position it sleeps at, or 1 (an older consumer);
+				      * 0: not armed (set by consumer, cleared by who takes it) */
 	uint8_t rsvd1[SAN_SHM_RING_BLOCK - 12];
 	/* Block 2: the consumer's line. */
 	_Atomic uint64_t cons;	     /* bytes released, ever */

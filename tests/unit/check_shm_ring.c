@@ -540,7 +540,7 @@ START_TEST(test_doorbell_flags)
 	REQUIRE_EQ(get_msg(&t.c, 26, 0), 0);
 	/* Empty: the consumer may sleep; the next commit rings once, and clears the flag. */
 	REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 0);
-	REQUIRE_EQ(atomic_load(&SH(&t)->cons_armed), 1);
+	REQUIRE(atomic_load(&SH(&t)->cons_armed) & SAN_SHM_ARMED);
 	REQUIRE_EQ(put_data(&t.p, 10, 1), 1);
 	REQUIRE_EQ(atomic_load(&SH(&t)->cons_armed), 0);
 	REQUIRE_EQ(put_data(&t.p, 10, 2), 0);
@@ -551,6 +551,31 @@ START_TEST(test_doorbell_flags)
 	san_shm_ring_cons_disarm(&t.c);
 	REQUIRE_EQ(put_data(&t.p, 10, 3), 0);
 	REQUIRE_EQ(get_msg(&t.c, 26, 3), 0);
+
+	/*
+	 * A flag raised at a read position at or past the end of what a commit publishes is a
+	 * later sleep (the consumer read the frame, then slept again, between the producer's load
+	 * and its taking): the commit neither rings nor takes it. One raised before it: rings.
+	 */
+	{
+		uint64_t at = t.p.prod + 64 * 8; /* far past the next frame's end */
+		uint32_t later = SAN_SHM_ARMED | ((uint32_t)(at >> 3) & ~SAN_SHM_ARMED);
+
+		atomic_store(&SH(&t)->cons_armed, later);
+		REQUIRE_EQ(put_data(&t.p, 10, 4), 0);
+		REQUIRE_EQ(atomic_load(&SH(&t)->cons_armed), later);
+		REQUIRE_EQ(get_msg(&t.c, 26, 4), 0);
+		/* the consumer sleeps at its read position: the next frame is for it */
+		REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 0);
+		REQUIRE_EQ(put_data(&t.p, 10, 5), 1);
+		REQUIRE_EQ(atomic_load(&SH(&t)->cons_armed), 0);
+		REQUIRE_EQ(get_msg(&t.c, 26, 5), 0);
+		/* an older consumer's flag (1, no position): every commit that finds it rings */
+		atomic_store(&SH(&t)->cons_armed, 1);
+		REQUIRE_EQ(put_data(&t.p, 10, 6), 1);
+		REQUIRE_EQ(atomic_load(&SH(&t)->cons_armed), 0);
+		REQUIRE_EQ(get_msg(&t.c, 26, 6), 0);
+	}
 
 	/* The producer side: fill, arm, the consumer's release rings once. */
 	while (put_msg(&t.p, 496, 9) == 0)
@@ -1812,7 +1837,7 @@ static bool stream_rv(uint32_t n)
 static bool wait_armed(_Atomic uint32_t *flag)
 {
 	for (int i = 0; i < WAKE_TIMEOUT_MS * 10; i++) {
-		if (atomic_load(flag) == 1)
+		if (atomic_load(flag) != 0)
 			return true;
 		nanosleep(&(struct timespec){ .tv_nsec = 100000 }, NULL);
 	}
