@@ -19,6 +19,7 @@ const struct san_config san_config_defaults = {
 	.direct = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
+	.switch_after = SAN_CFG_SWITCH_AFTER_DEFAULT,
 };
 
 /* Statically the defaults: code that runs before init (or in the unit runner) sees them. */
@@ -33,6 +34,7 @@ struct san_config san_cfg = {
 	.direct = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
+	.switch_after = SAN_CFG_SWITCH_AFTER_DEFAULT,
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -288,6 +290,12 @@ int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx)
 		san_config_reject(err, "SANSWITCH_SPIN_US", s, "0..1000000 microseconds", dflt);
 		bad++;
 	}
+	if ((s = san_config_get(get, ctx, "SANSWITCH_SWITCH_AFTER")) &&
+	    (err = san_config_parse_uint(s, SAN_CFG_SWITCH_AFTER_LIMIT, &cfg->switch_after))) {
+		snprintf(dflt, sizeof(dflt), "%u", SAN_CFG_SWITCH_AFTER_DEFAULT);
+		san_config_reject(err, "SANSWITCH_SWITCH_AFTER", s, "0..1000 exchanges", dflt);
+		bad++;
+	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_DIRECT")) &&
 	    (err = san_config_parse_uint(s, 1, &cfg->direct))) {
 		san_config_reject(err, "SANSWITCH_DIRECT", s, "0|1", "1");
@@ -364,10 +372,10 @@ void san_config_init(void)
 	snprintf(ahead, sizeof(ahead), "%u", san_cfg.read_ahead);
 	snprintf(area, sizeof(area), "%u", san_cfg.verbs_area);
 	san_debug("config: bulk=%s inline_max=%u spin_us=%u direct=%u read_ahead=%s verbs_area=%s "
-		  "provider=%s stats=%s",
+		  "switch_after=%u provider=%s stats=%s",
 		  san_cfg_bulk_name(san_cfg.bulk), san_cfg.inline_max, san_cfg.spin_us, san_cfg.direct,
 		  san_cfg.read_ahead == SAN_CFG_READ_AHEAD_AUTO ? "auto" : ahead,
-		  san_cfg.verbs_area == SAN_CFG_VERBS_AREA_AUTO ? "auto" : area,
+		  san_cfg.verbs_area == SAN_CFG_VERBS_AREA_AUTO ? "auto" : area, san_cfg.switch_after,
 		  san_cfg_provider_name(san_cfg.provider),
 		  san_cfg.stats == SAN_CFG_STATS_OFF	 ? "off"
 		  : san_cfg.stats == SAN_CFG_STATS_PRINT ? "live+line"

@@ -55,6 +55,12 @@ enum san_fault {
 #define SAN_CFG_INLINE_MAX_LIMIT (1u << 20) /* inline payloads live in pre-registered slots */
 #define SAN_CFG_SPIN_US_DEFAULT 50u
 #define SAN_CFG_SPIN_US_LIMIT 1000000u
+/*
+ * SANSWITCH_SWITCH_AFTER: how many request/reply exchanges a connection to a peer on this host
+ * makes over TCP before it is proposed for the switch (docs/protocol.md §9.8); 0: at once.
+ */
+#define SAN_CFG_SWITCH_AFTER_DEFAULT 1u
+#define SAN_CFG_SWITCH_AFTER_LIMIT 1000u
 
 /*
  * The process's policy. Written only by san_config_init(), from the library's one-time init,
@@ -72,6 +78,7 @@ struct san_config {
 	uint32_t direct;		/* SANSWITCH_DIRECT: direct grants (1, the default) or not */
 	uint32_t read_ahead;		/* SANSWITCH_READ_AHEAD: verbs READs posted ahead */
 	uint32_t verbs_area;		/* SANSWITCH_VERBS_AREA: MiB each way, or AUTO */
+	uint32_t switch_after;		/* SANSWITCH_SWITCH_AFTER: exchanges on TCP first */
 };
 
 /*

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,6 +92,18 @@ static int san_addr_from_sockaddr(const struct sockaddr_storage *ss, struct san_
 		return 0;
 	}
 	return -EAFNOSUPPORT;
+}
+
+int san_owner_addr(const struct sockaddr *sa, socklen_t len, struct san_addr *a)
+{
+	struct sockaddr_storage ss = { 0 };
+
+	if (!sa || len < sizeof(struct sockaddr_in) || len > sizeof(ss))
+		return -EINVAL;
+	memcpy(&ss, sa, len);
+	if (ss.ss_family == AF_INET6 && len < sizeof(struct sockaddr_in6))
+		return -EINVAL;
+	return san_addr_from_sockaddr(&ss, a, NULL);
 }
 
 static int san_owner_tuple_inner(int fd, struct san_tuple *t)
@@ -668,7 +681,7 @@ static int san_socket_link(uint64_t ino, char *buf, size_t cap)
 	return snprintf(buf, cap, "socket:[%" PRIu64 "]", ino);
 }
 
-static int san_owner_pid_holds_inner(pid_t pid, uint64_t ino)
+static int san_owner_pid_holds_inner(pid_t pid, uint64_t ino, int *fd)
 {
 	union {
 		struct dirent64 d; /* alignment */
@@ -716,6 +729,8 @@ static int san_owner_pid_holds_inner(pid_t pid, uint64_t ino)
 			}
 			if (l == wlen && memcmp(link, want, (size_t)wlen) == 0) {
 				r = 0;
+				if (fd)
+					*fd = atoi(d->d_name);
 				break;
 			}
 		}
@@ -726,10 +741,18 @@ static int san_owner_pid_holds_inner(pid_t pid, uint64_t ino)
 
 int san_owner_pid_holds_inode(pid_t pid, uint64_t ino)
 {
-	int saved = errno, r = san_owner_pid_holds_inner(pid, ino);
+	int saved = errno, r = san_owner_pid_holds_inner(pid, ino, NULL);
 
 	errno = saved;
 	return r;
+}
+
+int san_owner_pid_fd_of_inode(pid_t pid, uint64_t ino)
+{
+	int saved = errno, fd = -1, r = san_owner_pid_holds_inner(pid, ino, &fd);
+
+	errno = saved;
+	return r < 0 ? r : fd;
 }
 
 static int san_owner_pid_fd_inner(pid_t pid, int fd, uint64_t ino)
@@ -858,7 +881,7 @@ static int san_owner_prove_inner(int tcp_fd, const struct san_owner_proof *p)
 	if (p->fd_hint >= 0)
 		r = san_owner_pid_fd_inner(pid, p->fd_hint, tg[1].ino);
 	if (r == -ENOENT)
-		r = san_owner_pid_holds_inner(pid, tg[1].ino);
+		r = san_owner_pid_holds_inner(pid, tg[1].ino, NULL);
 	if (r == -ENOENT)
 		return -EPERM;
 	if (r < 0)

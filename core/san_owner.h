@@ -109,6 +109,9 @@ void san_tuple_reverse(const struct san_tuple *t, struct san_tuple *r);
  */
 int san_owner_tuple(int fd, struct san_tuple *t);
 
+/* A socket address (AF_INET or AF_INET6, as given to connect()) in the 16-byte form; -EINVAL. */
+int san_owner_addr(const struct sockaddr *sa, socklen_t len, struct san_addr *a);
+
 /* The socket inode of @fd (fstat st_ino). -ENOTSOCK if it is not a socket. */
 int san_owner_inode(int fd, uint64_t *ino);
 
@@ -162,6 +165,8 @@ int san_owner_parse_tcp_row(const char *line, size_t len, bool v6, struct san_tc
  */
 #define SAN_OWNER_SCAN_MAX (1 << 20)
 int san_owner_pid_holds_inode(pid_t pid, uint64_t ino);
+/* The same, returning the (first) fd number that holds it, or the same errors. */
+int san_owner_pid_fd_of_inode(pid_t pid, uint64_t ino);
 
 /*
  * Has the process of @pidfd exited (or can we not tell: true)? One poll, no /proc: while it

@@ -59,6 +59,15 @@ bool san_prov_any(void)
 	return san_prov_for_a(NULL) != NULL;
 }
 
+bool san_prov_remote(void)
+{
+	for (size_t i = 0; i < NPROV; i++)
+		if (allowed(providers[i]) && providers[i]->wire != SAN_PROV_SHM &&
+		    !(providers[i]->absent && providers[i]->absent()))
+			return true;
+	return false;
+}
+
 void san_prov_listen(int lfd)
 {
 	for (size_t i = 0; i < NPROV; i++)

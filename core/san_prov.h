@@ -85,6 +85,11 @@ struct san_prov_ops {
 	 */
 	bool peer_reads_seen;
 	/*
+	 * Optional. True when this provider can carry nothing on this host (verbs: no rdma_cm
+	 * device, found at the first listen or connect); no PROPOSE of its kind can come then.
+	 */
+	bool (*absent)(void);
+	/*
 	 * Optional. Bring in what the peer has already sent (verbs: completions not yet taken
 	 * into the private inbound ring), before the anchor's EOF is believed. Lock held.
 	 */
@@ -112,6 +117,11 @@ const struct san_prov_ops *san_prov_for_a(const struct san_prov_ops *prev);
 const struct san_prov_ops *san_prov_by_wire(uint8_t wire);
 /* Does the policy allow any provider of this build? If not, every connection is plain TCP. */
 bool san_prov_any(void);
+/*
+ * May a PROPOSE come from another host (a provider other than shm allowed and present)? B's
+ * receives may go to the kernel unwatched only when not (core/san_sock.c, sock_direct).
+ */
+bool san_prov_remote(void);
 /* A tracked listener: every provider the policy allows serves its side channel. */
 void san_prov_listen(int lfd);
 void san_prov_unlisten(int lfd);

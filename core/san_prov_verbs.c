@@ -385,6 +385,11 @@ static const struct san_verbs_params v_params = {
 /* No rdma_cm on this host (no device, no module): no listener or connect tries again. */
 static int v_absent;
 
+static bool v_absent_op(void)
+{
+	return v_absent;
+}
+
 static bool v_absent_errno(int r)
 {
 	return r == -ENODEV || r == -ENOENT || r == -ENOSYS || r == -EAFNOSUPPORT;
@@ -2456,4 +2461,5 @@ const struct san_prov_ops san_prov_verbs = {
 	.progress = v_progress_op,
 	.closed = v_closed,
 	.spin_poll = v_spin_poll,
+	.absent = v_absent_op,
 };

@@ -112,6 +112,41 @@ int san_sidechan_name_listener(struct san_sidechan_name *n, uint64_t netns,
 	return san_side_name_exact(n, netns, local);
 }
 
+/* 32 hex digits of the address, then 4 of the port: fixed width, so IPv6 always fits. */
+static size_t san_side_hex(char *out, const struct san_addr *a)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+
+	for (int i = 0; i < 16; i++) {
+		out[o++] = hex[a->addr[i] >> 4];
+		out[o++] = hex[a->addr[i] & 15];
+	}
+	for (int sh = 12; sh >= 0; sh -= 4)
+		out[o++] = hex[(a->port >> sh) & 15];
+	return o;
+}
+
+int san_sidechan_name_conn(struct san_sidechan_name *n, uint64_t netns,
+			   const struct san_addr *local, const struct san_addr *peer)
+{
+	char t[2 * 36 + 2];
+	size_t o = san_side_hex(t, local);
+
+	t[o++] = '-';
+	o += san_side_hex(t + o, peer);
+	t[o] = '\0';
+	if (!local->port || !peer->port)
+		return -EINVAL;
+	n->path[0] = '\0';
+	o = (size_t)snprintf(n->path + 1, sizeof(n->path) - 1, SAN_SIDE_PREFIX "%" PRIu64 "/c/%s",
+			     netns, t);
+	if (o >= sizeof(n->path) - 1)
+		return -ENAMETOOLONG;
+	n->len = (socklen_t)(1 + o);
+	return 0;
+}
+
 int san_sidechan_listener_name(int tcp_lfd, uint64_t netns, struct san_sidechan_name *n)
 {
 	struct sockaddr_storage ss;

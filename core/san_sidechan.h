@@ -95,6 +95,16 @@ int san_sidechan_netns(uint64_t *netns);
 int san_sidechan_name_listener(struct san_sidechan_name *n, uint64_t netns,
 			       const struct san_addr *local, bool v6only);
 
+/*
+ * The name of one connection, bound by the process that holds its accepted end when that
+ * process does not serve the listener's name (a worker that accepts on a listener its parent
+ * made, a listener of a SO_REUSEPORT group whose name another process has, one received over
+ * SCM_RIGHTS): "\0sanswitch/v1/<netns>/c/<local>-<peer>", each end 32 hex digits of the
+ * address and 4 of the port, as that process sees the connection. The connector tries it first
+ * (docs/protocol.md, "Names"). -EINVAL when a port is 0.
+ */
+int san_sidechan_name_conn(struct san_sidechan_name *n, uint64_t netns,
+			   const struct san_addr *local, const struct san_addr *peer);
 /* The same for a bound TCP socket (getsockname, and IPV6_V6ONLY when bound to ::). */
 int san_sidechan_listener_name(int tcp_lfd, uint64_t netns, struct san_sidechan_name *n);
 

@@ -1,5 +1,6 @@
 /* core — the managed connections: registry, candidate I/O, the swap to the SAN, close. */
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ static unsigned int reg_size;
 static struct san_sock *reg_list;
 
 #define SAN_B_WINDOW_MS 5000 /* B: how long after accept() a PROPOSE may come */
+#define SAN_A_WINDOW_MS 4000 /* A: how long after connect() it may propose (B's is longer) */
 
 int san_sock_now_ms(void)
 {
@@ -108,6 +110,7 @@ struct san_sock *san_sock_get(int fd)
 
 static void sock_free(struct san_sock *s)
 {
+	san_up_unname(s);
 	if (s->side >= 0)
 		san_sys_close(s->side);
 	if (s->xfd >= 0 && !s->swapped)
@@ -181,13 +184,35 @@ static struct san_sock *reg_remove(int fd)
 	return reg_remove_if(fd, NULL);
 }
 
+/*
+ * B's 4-tuple, asked of the kernel the first time it is needed (a PROPOSE to find, a name to
+ * bind), not at accept(): two system calls fewer for every connection that never switches.
+ * reg_lock held.
+ */
+static bool sock_tuple_locked(struct san_sock *s)
+{
+	if (!s->tuple_known && san_owner_tuple(s->fd, &s->tuple) == 0)
+		s->tuple_known = true;
+	return s->tuple_known;
+}
+
+bool san_sock_tuple(struct san_sock *s)
+{
+	bool r;
+
+	pthread_mutex_lock(&reg_lock);
+	r = sock_tuple_locked(s);
+	pthread_mutex_unlock(&reg_lock);
+	return r;
+}
+
 struct san_sock *san_sock_find_tuple(const struct san_tuple *t)
 {
 	struct san_sock *s;
 
 	pthread_mutex_lock(&reg_lock);
 	for (s = reg_list; s; s = s->next)
-		if (s->role == SAN_UP_ROLE_B && reg && reg[s->fd] == s &&
+		if (s->role == SAN_UP_ROLE_B && reg && reg[s->fd] == s && sock_tuple_locked(s) &&
 		    !memcmp(&s->tuple.local, &t->local, sizeof(t->local)) &&
 		    !memcmp(&s->tuple.peer, &t->peer, sizeof(t->peer)))
 			break;
@@ -216,13 +241,9 @@ static void sock_new(int fd, int role)
 	s->tx = SK_TX_TCP;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	if (role == SAN_UP_ROLE_B) {
+	s->deadline_ns = now_ns() + SAN_A_WINDOW_MS * 1000000ull;
+	if (role == SAN_UP_ROLE_B)
 		s->deadline_ns = now_ns() + SAN_B_WINDOW_MS * 1000000ull;
-		if (san_owner_tuple(fd, &s->tuple) < 0) {
-			sock_free(s);
-			goto plain;
-		}
-	}
 	pthread_mutex_lock(&reg_lock);
 	if (reg_ensure() < 0 || (unsigned int)fd >= reg_size || reg[fd]) {
 		pthread_mutex_unlock(&reg_lock);
@@ -253,24 +274,42 @@ void san_sock_drop_fd(int fd, bool active, unsigned int reason)
 		san_stats_fallback(reason);
 }
 
-void san_sock_on_connect(int fd)
+void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 {
 	struct san_fd *f = san_fd_get(fd);
+	struct san_sock *s;
 
-	if (f && san_fd_state(f) == SAN_FD_ACTIVE && !(san_fd_flags(f) & SAN_FDF_DUP))
+	if (f && san_fd_state(f) == SAN_FD_ACTIVE && !(san_fd_flags(f) & SAN_FDF_DUP)) {
 		sock_new(fd, SAN_UP_ROLE_A);
-	else
+		/* the peer's address as given: a loopback peer needs no getsockname/getpeername */
+		if ((s = san_sock_get(fd))) {
+			pthread_mutex_lock(&s->lock);
+			s->to_known = san_owner_addr(to, len, &s->tuple.peer) == 0;
+			pthread_mutex_unlock(&s->lock);
+			san_sock_put(s);
+		}
+	} else {
 		san_sock_drop_fd(fd, true, SAN_R_STATE);
+	}
 }
 
 void san_sock_on_accept(int lfd, int fd)
 {
-	(void)lfd;
-	if (!san_prov_any())
+	struct san_sock *s;
+
+	if (!san_prov_any()) {
 		/* no provider of this build may carry it: no window, plain TCP at once */
 		san_sock_drop_fd(fd, false, SAN_FB_NO_PROVIDER);
-	else if (san_fd_get(fd))
-		sock_new(fd, SAN_UP_ROLE_B);
+		return;
+	}
+	if (!san_fd_get(fd))
+		return;
+	sock_new(fd, SAN_UP_ROLE_B);
+	/* the PROPOSE comes to the listener's name if we serve it, else to the connection's */
+	if (san_up_serves(lfd) && (s = san_sock_get(fd))) {
+		s->name_decided = true;
+		san_sock_put(s);
+	}
 }
 
 void san_sock_on_listen(int fd)
@@ -766,14 +805,161 @@ static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t max, s
 }
 
 
-/* A's upgrade runs in the first data call; B's window may have closed. Lock held. */
-static void sock_before_io(struct san_sock *s)
+/*
+ * Is a connection of ours worth the switch yet (docs/protocol.md §9.7)? A short connection
+ * (connect, one request, one reply, close) ends long before a switch would pay for its
+ * handshake, so A proposes only once the connection has shown it will live: at a send that
+ * begins its exchange number san_cfg.switch_after + 1 (a send after we have sent and then
+ * received), or once SAN_SWITCH_BYTES have moved over TCP. switch_after 0 proposes in the
+ * first data call, before any byte. Counted here, for A only. Lock held.
+ */
+#define SAN_SWITCH_BYTES (256u * 1024u)
+
+#define SAN_A_TRIES 3
+
+static bool a_due(struct san_sock *s, bool send)
+{
+	uint64_t bytes = s->retry_bytes > SAN_SWITCH_BYTES ? s->retry_bytes : SAN_SWITCH_BYTES;
+
+	if (send && s->ex_sent && s->tcp_rx > s->ex_rx0) {
+		s->ex_done++;
+		s->ex_sent = false;
+	}
+	return (s->ex_done >= san_cfg.switch_after && s->ex_done >= s->ex_retry) ||
+	       s->tcp_tx + s->tcp_rx >= bytes;
+}
+
+/*
+ * The process that answered our PROPOSE does not hold the connection: its owner has not named
+ * it yet (a worker that accepted it and made no data call on it so far); or the owner's
+ * receive was in the kernel, where it cannot be paused (BUSY: sock_direct). Try again at the
+ * next exchange, or after another SAN_SWITCH_BYTES, a few times. Lock held; false: give up.
+ */
+bool san_sock_retry_later(struct san_sock *s)
+{
+	if (s->role != SAN_UP_ROLE_A || !s->late || ++s->up_tries >= SAN_A_TRIES)
+		return false;
+	s->attempted = false;
+	s->ex_retry = s->ex_done + 1;
+	s->retry_bytes = s->tcp_tx + s->tcp_rx + SAN_SWITCH_BYTES;
+	san_debug("fd %d: its owner did not answer yet: proposing again later", s->fd);
+	return true;
+}
+
+/* Will a refusal of the proposal about to go be followed by another (SAN_CAP_RETRIES)? */
+bool san_sock_may_retry(const struct san_sock *s)
+{
+	return s->role == SAN_UP_ROLE_A && s->late && s->up_tries + 1 < SAN_A_TRIES;
+}
+
+/* A sent on TCP: the exchange it belongs to has begun. Lock held. */
+static void a_sent(struct san_sock *s)
+{
+	if (!s->ex_sent) {
+		s->ex_sent = true;
+		s->ex_rx0 = s->tcp_rx;
+	}
+}
+
+/*
+ * Only a peer on this host may wait for the connection to show it lives: one across the
+ * fabric (verbs) is proposed to in the first data call, before any byte, as before.
+ */
+static bool a_loopback(const struct san_addr *a)
+{
+	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+
+	return (!memcmp(a->addr, v4, 12) && a->addr[12] == 127) ||
+	       !memcmp(a->addr, in6addr_loopback.s6_addr, 16);
+}
+
+/* -ENOTCONN: a nonblocking connect() still in progress, decide at a later call. */
+static int a_peer_local(struct san_sock *s, bool *local)
+{
+	int r;
+
+	if (s->to_known && a_loopback(&s->tuple.peer)) {
+		*local = true;
+		return 0;
+	}
+	r = san_owner_tuple(s->fd, &s->tuple);
+	if (r == -ENOTCONN)
+		return r;
+	*local = r == 0 && (a_loopback(&s->tuple.peer) ||
+			    !memcmp(s->tuple.peer.addr, s->tuple.local.addr, 16));
+	return 0;
+}
+
+/*
+ * Calls that go to the kernel as the application made them (blocking or not; signals, timeouts
+ * and MSG_WAITALL as they are), only their counts taken under the lock (sock_direct). Before,
+ * every call on a candidate took the candidate's path (MSG_DONTWAIT, then poll, then again):
+ * two system calls more for every receive that waited, and a new connection's first request
+ * paid them at both ends.
+ *
+ * A, not due yet: nothing can change under its calls, since A proposes only in a data call of
+ * its own, and not while another thread's call is in the kernel (in_kernel: sock_before_io).
+ *
+ * B's receives, while it has sent nothing and received less than a quarter of what makes A
+ * due by bytes (a first request): A cannot be due by exchanges then (it has received nothing),
+ * and a PROPOSE that comes while such a receive is in the kernel, where it cannot be paused, is
+ * refused BUSY at once (A proposes again later: san_sock_retry_later). Only under the policy
+ * that makes A wait (SANSWITCH_SWITCH_AFTER > 0: an A of its own configuration with 0 proposes
+ * before any byte, and does not propose again), and only where no PROPOSE can come from another
+ * host (verbs proposes in the first data call too). B's sends stay on the candidate's path: its
+ * switch-over offset is taken by the engine, which cannot wait for a send in the kernel.
+ */
+static bool sock_direct_ok(const struct san_sock *s, bool send)
+{
+	if (s->attempted || s->dropped || s->rx != SK_RX_TCP || s->tx != SK_TX_TCP)
+		return false;
+	if (s->role == SAN_UP_ROLE_A)
+		return s->late;
+	return !send && san_cfg.switch_after && !s->tcp_tx && s->tcp_rx < SAN_SWITCH_BYTES / 4 &&
+	       !san_prov_remote();
+}
+
+static ssize_t sock_direct(struct san_sock *s, struct msghdr *m, int flags, bool send)
+{
+	ssize_t r;
+
+	s->in_kernel++;
+	pthread_mutex_unlock(&s->lock);
+	r = send ? san_sys_sendmsg(s->tcp, m, flags) : san_sys_recvmsg(s->tcp, m, flags);
+	pthread_mutex_lock(&s->lock);
+	s->in_kernel--;
+	if (r > 0 && send) {
+		s->tcp_tx += (uint64_t)r;
+		a_sent(s);
+	} else if (r > 0 && !(flags & MSG_PEEK)) {
+		s->tcp_rx += (uint64_t)r;
+	}
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
+	return r;
+}
+
+/* A's upgrade runs in a data call once due; B's window may have closed. Lock held. */
+static void sock_before_io(struct san_sock *s, bool send)
 {
 	if (s->role == SAN_UP_ROLE_A && !s->attempted) {
 		const struct san_prov_ops *p = san_prov_for_a(NULL);
 
 		if (!p) {
 			san_sock_drop(s, SAN_FB_NO_PROVIDER);
+			return;
+		}
+		if (san_cfg.switch_after && !s->policy_set && p == &san_prov_shm) {
+			bool local;
+
+			if (a_peer_local(s, &local) == -ENOTCONN)
+				return; /* a nonblocking connect still in progress */
+			s->policy_set = true;
+			s->late = local;
+		}
+		if (s->late && (!a_due(s, send) || s->in_kernel)) {
+			if (now_ns() > s->deadline_ns)
+				san_sock_drop(s, SAN_FB_NOT_ATTEMPTED); /* B's window is closing */
 			return;
 		}
 		/* Each provider in turn until one finds the peer (shm: on this host; verbs: RDMA). */
@@ -785,8 +971,12 @@ static void sock_before_io(struct san_sock *s)
 		san_sock_drop(s, SAN_FB_NO_PEER);
 	}
 	else if (s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP &&
-		 s->tx == SK_TX_TCP && now_ns() > s->deadline_ns)
-		san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
+		 s->tx == SK_TX_TCP) {
+		if (now_ns() > s->deadline_ns)
+			san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
+		else if (!s->name_decided)
+			san_up_name_conn(s);
+	}
 }
 
 /*
@@ -1053,7 +1243,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		short waitev;
 
 		pthread_mutex_lock(&s->lock);
-		sock_before_io(s);
+		sock_before_io(s, true);
 		san_sock_flush_fin(s);
 		if (s->dropped) {
 			/* the upgrade left it on TCP: pass through from now on */
@@ -1063,6 +1253,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 				return (ssize_t)done;
 			return SAN_PASS;
 		}
+		if (!done && sock_direct_ok(s, true))
+			return sock_direct(s, (struct msghdr *)m, flags, true);
 		if (s->err) {
 			r = done ? -EPIPE : san_sock_take_err(s, -EPIPE);
 			pthread_mutex_unlock(&s->lock);
@@ -1086,8 +1278,10 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			mh.msg_iov = v;
 			mh.msg_iovlen = (size_t)cnt;
 			r = san_sys_sendmsg(s->tcp, &mh, flags | MSG_DONTWAIT);
-			if (r > 0)
+			if (r > 0) {
 				s->tcp_tx += (uint64_t)r;
+				a_sent(s);
+			}
 			waitfd = s->tcp;
 			waitev = POLLOUT;
 		} else {
@@ -1236,13 +1430,14 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 	struct san_sock *s;
 	size_t total = 0, done = 0;
 	bool nb, waitall;
-	int timeo = -2, paused_waits = 0, w;
+	int timeo = -2, paused_waits = 0, w, oflags;
 	uint64_t tend = 0;
 	ssize_t r = sock_io_begin(fd, m, &s, &total);
 
 	if (r != 1)
 		return r;
 	r = 0;
+	oflags = flags;
 	nb = fd_nonblocking(fd, flags);
 	waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK) && !nb;
 	flags &= ~MSG_WAITALL;
@@ -1253,7 +1448,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		bool pause_wait = false, claimed = false;
 
 		pthread_mutex_lock(&s->lock);
-		sock_before_io(s);
+		sock_before_io(s, false);
 		san_sock_flush_fin(s);
 		if (s->dropped) {
 			pthread_mutex_unlock(&s->lock);
@@ -1262,6 +1457,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 				done += recv_rest(fd, m, done, total, flags | MSG_WAITALL);
 			return done ? (ssize_t)done : SAN_PASS;
 		}
+		if (!done && sock_direct_ok(s, false))
+			return sock_direct(s, m, oflags, false);
 		if (cnt > 64)
 			v = malloc(sizeof(*v) * (size_t)cnt);
 		if (!v) {
@@ -1303,16 +1500,25 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			if (r > 0 && !(flags & MSG_PEEK))
 				s->tcp_rx += (uint64_t)r;
 			/*
-			 * B: data from A with no PROPOSE handled. A switch proposes in its first
-			 * data call, before any byte, and sends only once B has answered: this
-			 * peer never will. Close the window now rather than after
-			 * SAN_B_WINDOW_MS of the slower, counted path.
+			 * B: data from A with no PROPOSE handled, past the point where a switch
+			 * at the other end would have proposed (before its first byte with
+			 * SANSWITCH_SWITCH_AFTER 0, else before the send that begins its exchange
+			 * switch_after + 1; one exchange of slack): this peer never will. Close
+			 * the window now rather than after SAN_B_WINDOW_MS of the slower,
+			 * counted path. (Not on bytes: A's due point by bytes comes only at its
+			 * next call, and one blocking send may carry megabytes.)
 			 */
 			if (r > 0 && s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP) {
-				m->msg_flags = mh.msg_flags;
-				san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
-				waitfd = s->tcp; /* a MSG_WAITALL rest: the next round passes through */
-				break;
+				if (s->ex_sent) {
+					s->ex_done++;
+					s->ex_sent = false;
+				}
+				if (!san_cfg.switch_after || s->ex_done > san_cfg.switch_after) {
+					m->msg_flags = mh.msg_flags;
+					san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
+					waitfd = s->tcp; /* a MSG_WAITALL rest: the next round passes through */
+					break;
+				}
 			}
 			if (r == 0 && s->rx == SK_RX_DRAIN && max) {
 				san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
@@ -1487,7 +1693,7 @@ int san_sock_shutdown(int fd, int how)
 	if (!s->swapped && !s->committed) {
 		/* Not switched: shutting down ends the window; the kernel does the rest. */
 		if (!s->attempted || s->rx == SK_RX_TCP)
-			san_sock_drop(s, SAN_R_STATE);
+			san_sock_drop(s, s->attempted ? SAN_R_STATE : SAN_FB_NOT_ATTEMPTED);
 		r = SAN_PASS;
 	} else {
 		/* Committed: the sends go to the SAN, and so does the end of the stream. */
@@ -1829,6 +2035,8 @@ void san_sock_atfork_child(void)
 		pthread_mutex_init(&s->lock, NULL);
 		pthread_cond_init(&s->cond, NULL);
 		s->ew = NULL; /* the engine thread did not survive */
+		san_up_unname_child(s);
+		s->name_decided = false;
 		if (s->tx_mute) {
 			/* the epoll sets are the parent's too: only our own bookkeeping */
 			s->tx_mute = false;

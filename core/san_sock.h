@@ -48,6 +48,8 @@ struct san_sock_epreg {
 	struct epoll_event ev; /* as the application asked (a mute takes EPOLLOUT from the kernel's) */
 };
 
+struct conn_name;
+
 struct san_sock {
 	struct san_sock *next; /* registry list (for B's lookup by 4-tuple) */
 	int fd;	  /* the application's fd number */
@@ -66,7 +68,20 @@ struct san_sock {
 	bool closing;	 /* the application closed it */
 	bool dropped;	 /* stays TCP: the fd passes through from now on */
 	bool rd_shut;	 /* shutdown(SHUT_RD) on a switched fd: reads return 0 */
-	uint64_t deadline_ns; /* B: the window closes (CLOCK_MONOTONIC) */
+	uint64_t deadline_ns; /* the window closes (CLOCK_MONOTONIC): A proposes, B takes one */
+	bool tuple_known;     /* tuple is filled in (A: sock_before_io; B: san_sock_tuple) */
+	struct conn_name *named; /* B: the connection's own side-channel name (san_up_name_conn) */
+	bool name_decided;	 /* B: named, or not to be named, in this process */
+	bool late;	      /* A: the peer is on this host: propose once due (a_due) */
+	bool policy_set;      /* A: late is decided */
+	bool to_known;	      /* A: tuple.peer is connect()'s address */
+	bool ex_sent;	      /* we sent in the current exchange (A, B: san_sock.c, a_due) */
+	uint32_t ex_done;     /* exchanges completed: sent, then received */
+	uint64_t ex_rx0;      /* tcp_rx when the current exchange's first send went */
+	uint32_t up_tries;    /* A: proposals that found another process than the owner */
+	uint32_t in_kernel;   /* A: calls in the kernel on the TCP socket (a_direct) */
+	uint32_t ex_retry;    /* A: ... the next one not before this exchange */
+	uint64_t retry_bytes; /* A: ... or these bytes over TCP */
 	enum san_sock_rx rx;
 	enum san_sock_tx tx;
 	uint64_t tcp_tx, tcp_rx; /* application bytes moved over TCP */
@@ -205,7 +220,7 @@ void san_sock_before_exec(void);
 /* setsockopt(SO_SNDBUF or SO_RCVBUF) on a tracked fd succeeded (snd: which one). */
 void san_sock_on_bufsize(int fd, bool snd);
 /* Called by preload/ once the real call succeeded. */
-void san_sock_on_connect(int fd);
+void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len);
 void san_sock_on_accept(int lfd, int fd);
 void san_sock_on_listen(int fd);
 /* Before the real close of a managed fd. Returns true if the engine closed the fd itself. */
@@ -270,6 +285,22 @@ int san_up_write_mark(struct san_sock *s, int wait_ms);
 int san_up_fallback(struct san_sock *s, unsigned int reason);
 void san_up_b_fallback(struct san_sock *s, unsigned int reason);
 int san_up_listen(int lfd);
+/* Whether this process's engine serves the side-channel name of listener lfd. */
+bool san_up_serves(int lfd);
+/* A, lock held: a refusal that a later proposal may not meet (san_sock.c); false: give up. */
+bool san_sock_retry_later(struct san_sock *s);
+/* A: will a refusal of this proposal be followed by another (SAN_CAP_RETRIES)? Lock held. */
+bool san_sock_may_retry(const struct san_sock *s);
+/* B: fill s->tuple in if it is not yet (reg_lock); whether it is known. */
+bool san_sock_tuple(struct san_sock *s);
+/*
+ * B, lock held: bind the connection's own name (see san_up.c) and set name_decided,
+ * done or not; san_up_unname() lets it go (when s is freed), san_up_unname_child()
+ * drops a fork child's copy.
+ */
+void san_up_name_conn(struct san_sock *s);
+void san_up_unname(struct san_sock *s);
+void san_up_unname_child(struct san_sock *s);
 void san_up_unlisten(int lfd);
 void san_up_atfork_child(void);
 void san_up_watch_anchor(struct san_sock *s);

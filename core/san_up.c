@@ -10,6 +10,7 @@
 
 #include "core/san_config.h"
 #include "core/san_engine.h"
+#include "core/san_fdtable.h"
 #include "core/san_log.h"
 #include "core/san_sidechan.h"
 #include "core/san_sock.h"
@@ -144,6 +145,8 @@ int san_up_fallback(struct san_sock *s, unsigned int reason)
 	if (s->ypeer >= 0)
 		san_sys_close(s->ypeer);
 	s->xfd = s->ylocal = s->ypeer = -1;
+	if ((reason == SAN_R_NOT_OWNER || reason == SAN_R_BUSY) && san_sock_retry_later(s))
+		return 0;
 	san_sock_drop(s, reason);
 	return 0;
 }
@@ -204,9 +207,11 @@ static int mark_write(struct san_sock *s, int tcp, int wait_ms)
 }
 
 /*
- * A: the whole upgrade, in the application's first data call on the connection (lock held,
- * nothing has been sent or read on TCP yet, so X_A = 0 and the reader needs no pause). The
- * steps and their order are protocol.md §9.1; failures before commit fall back.
+ * A: the whole upgrade, in the application's data call that finds the connection due
+ * (sock_before_io; the first one with SANSWITCH_SWITCH_AFTER 0). The lock is held throughout:
+ * no receive or send of another thread runs meanwhile, so the reader is paused at R_A = tcp_rx
+ * and X_A = tcp_tx. The steps and their order are protocol.md §9.1; failures before commit
+ * fall back.
  */
 int san_up_a_run(struct san_sock *s)
 {
@@ -221,13 +226,19 @@ int san_up_a_run(struct san_sock *s)
 	if (r == -ENOTCONN)
 		return 0; /* a nonblocking connect still in progress: at the next call */
 	s->attempted = true;
-	if (s->ep_overflow || s->tcp_tx || s->tcp_rx)
+	if (s->ep_overflow)
 		return san_up_fallback(s, SAN_R_STATE);
 	if (r < 0 || san_sidechan_netns(&netns) < 0)
 		return san_up_fallback(s, SAN_FB_NO_PROVIDER);
 	if (san_fault(SAN_FAULT_SIDE_REFUSE))
 		return SAN_PROV_NO_PEER;
-	s->side = san_fd_hide(san_sidechan_connect_dest(&s->tuple.peer, netns, &used));
+	/* The connection's own name first (B in a worker: san_up_name_conn), then the listener's */
+	s->side = -ECONNREFUSED;
+	if (san_sidechan_name_conn(&used, netns, &s->tuple.peer, &s->tuple.local) == 0)
+		s->side = san_sidechan_connect(&used);
+	if (s->side == -ECONNREFUSED)
+		s->side = san_sidechan_connect_dest(&s->tuple.peer, netns, &used);
+	s->side = san_fd_hide(s->side);
 	if (s->side == -ECONNREFUSED) {
 		s->side = -1;
 		return SAN_PROV_NO_PEER; /* nobody here: the peer is elsewhere, or without the switch */
@@ -252,7 +263,8 @@ int san_up_a_run(struct san_sock *s)
 	m.u.propose.ver_min = m.u.propose.ver_max = SAN_PROTO_VERSION;
 	m.u.propose.provider = SAN_PROV_SHM;
 	/* A can read B's area and write into B's grant; its HELLO says so again, or clears. */
-	m.u.propose.caps = SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ;
+	m.u.propose.caps = SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ |
+			   (san_sock_may_retry(s) ? SAN_CAP_RETRIES : 0);
 	m.u.propose.nonce = s->nonce_mine;
 	m.u.propose.src = s->tuple.local;
 	m.u.propose.dst = s->tuple.peer;
@@ -409,6 +421,13 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	if (san_up_pair(&x, &y) < 0)
 		return SAN_R_RESOURCES;
 	pthread_mutex_lock(&s->lock);
+	if (s->in_kernel) {
+		/* a receive in the kernel cannot be paused (san_sock.c, sock_direct): later */
+		pthread_mutex_unlock(&s->lock);
+		san_sys_close(x);
+		san_sys_close(y);
+		return SAN_R_BUSY;
+	}
 	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
 	     s->tx == SK_TX_TCP && !s->ep_overflow;
 	if (ok && map_rings(s, rx->fd, prm.ring_size, prm.bulk_size, false, false) < 0) {
@@ -496,20 +515,27 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 /*
  * A PROPOSE names a connection none of ours has. It is worth waiting for only while no
  * process holds it yet (it sits in the listener's accept queue), or while this process holds
- * it and our accept() wrapper has not recorded it yet. Held by another process -- a worker
- * that accepted on a listener it inherited from us, a child it was handed to -- or gone, it
- * never will be ours: A, waiting in its first data call, must hear so now, not after the
- * retries (a connection's first request took 0.5 s under nginx's workers).
+ * it on a number our accept() wrapper has not recorded yet. Held by another process -- a
+ * worker that accepted it on a listener it inherited from us, a child it was handed to -- or
+ * by us on a number that stays TCP (its window closed), or gone, it never will be ours: A,
+ * waiting in its data call, must hear so now, not after the retries (a connection's first
+ * request took 0.5 s under nginx's workers).
  */
 static bool b_owner_may_come(const struct san_propose *p)
 {
 	struct san_tuple t = { .local = p->dst, .peer = p->src };
+	struct san_fd *f;
 	uint64_t ino;
-	int r = san_owner_find_inode(&t, &ino);
+	int r = san_owner_find_inode(&t, &ino), fd;
 
-	if (r == 0)
-		return san_owner_pid_holds_inode(getpid(), ino) == 0;
-	return r != -ENOENT; /* in the accept queue, or the lookup could not say */
+	if (r != 0)
+		return r != -ENOENT; /* in the accept queue, or the lookup could not say */
+	fd = san_owner_pid_fd_of_inode(getpid(), ino);
+	if (fd < 0)
+		return false;
+	/* a candidate: recorded just now (after our lookup), or about to be */
+	f = san_fd_get(fd);
+	return f && san_fd_state(f) == SAN_FD_PASSIVE;
 }
 
 /*
@@ -520,8 +546,9 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 {
 	uint16_t why = b_propose(c, &c->prx);
 
-	if (why == SAN_R_NOT_OWNER && ++c->tries < SAN_B_ACCEPT_TRIES &&
-	    b_owner_may_come(&c->prx.msg.u.propose)) {
+	/* (a proposer that tries again later hears at once: no data call of its waits on us) */
+	if (why == SAN_R_NOT_OWNER && !(c->prx.msg.u.propose.caps & SAN_CAP_RETRIES) &&
+	    ++c->tries < SAN_B_ACCEPT_TRIES && b_owner_may_come(&c->prx.msg.u.propose)) {
 		ev_timer_set(&c->retry, 0.005, 0.);
 		ev_timer_start(loop, &c->retry);
 		return;
@@ -714,6 +741,115 @@ void san_up_unlisten(int lfd)
 		san_sys_close(l->w.fd);
 		free(l);
 	}
+}
+
+/*
+ * ---- A connection's own name ----------------------------------------------------------------
+ * A process that holds an accepted connection but does not serve its listener's name (a worker
+ * that accepts on a listener its parent made, a SO_REUSEPORT listener whose name another
+ * process has) binds a name for that connection alone, in its first data call on it, so that
+ * the connector's PROPOSE reaches the process that owns the connection (docs/protocol.md,
+ * "Names"). It lives until B's window closes or the connection is freed.
+ */
+struct conn_name {
+	ev_io w;
+	ev_timer t;
+	bool closed;
+};
+
+static void conn_name_close(struct ev_loop *loop, struct conn_name *cn)
+{
+	if (cn->closed)
+		return;
+	cn->closed = true;
+	ev_io_stop(loop, &cn->w);
+	ev_timer_stop(loop, &cn->t);
+	san_sys_close(cn->w.fd);
+}
+
+static void conn_name_timeout(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	conn_name_close(loop, (struct conn_name *)((char *)t - offsetof(struct conn_name, t)));
+}
+
+static void conn_name_start(void *arg)
+{
+	struct conn_name *cn = arg;
+
+	ev_io_start(san_engine_loop(), &cn->w);
+	ev_timer_start(san_engine_loop(), &cn->t);
+}
+
+static void conn_name_free(void *arg)
+{
+	conn_name_close(san_engine_loop(), arg);
+	free(arg);
+}
+
+bool san_up_serves(int lfd)
+{
+	struct side_listener *l;
+	bool r = false;
+
+	pthread_mutex_lock(&listeners_lock);
+	for (l = listeners; l && !r; l = l->next)
+		r = l->lfd == lfd;
+	pthread_mutex_unlock(&listeners_lock);
+	return r;
+}
+
+void san_up_name_conn(struct san_sock *s)
+{
+	struct san_sidechan_name n;
+	struct conn_name *cn;
+	uint64_t netns, now = san_sock_now_ms() * 1000000ull;
+	int fd, r;
+
+	s->name_decided = true;
+	r = san_sock_tuple(s) ? san_sidechan_netns(&netns) : -ENOTCONN;
+	if (!r)
+		r = san_sidechan_name_conn(&n, netns, &s->tuple.local, &s->tuple.peer);
+	fd = r ? r : san_fd_hide(san_sidechan_listen(&n));
+	if (fd < 0) {
+		san_debug("fd %d: no name of its own (%s): it stays on TCP", s->fd, strerror(-fd));
+		return;
+	}
+	(void)san_sidechan_pass_pidfd(fd);
+	cn = calloc(1, sizeof(*cn));
+	if (!cn) {
+		san_sys_close(fd);
+		return;
+	}
+	ev_io_init(&cn->w, b_listener_read, fd, EV_READ);
+	ev_timer_init(&cn->t, conn_name_timeout,
+		      s->deadline_ns > now ? (double)(s->deadline_ns - now) / 1e9 : 0.001, 0.);
+	if (san_engine_call(conn_name_start, cn) < 0) {
+		san_sys_close(fd);
+		free(cn);
+		return;
+	}
+	s->named = cn;
+	san_debug("fd %d: named %s", s->fd, n.path + 1);
+}
+
+void san_up_unname(struct san_sock *s)
+{
+	if (s->named && san_engine_call(conn_name_free, s->named) < 0)
+		free(s->named); /* the engine is gone (exit): its loop closes nothing more */
+	s->named = NULL;
+}
+
+/* fork(): the child's copy of a name is the parent's socket; the child drops it. */
+void san_up_unname_child(struct san_sock *s)
+{
+	struct conn_name *cn = s->named;
+
+	if (!cn)
+		return;
+	if (!cn->closed)
+		san_sys_close(cn->w.fd);
+	free(cn);
+	s->named = NULL;
 }
 
 /* fork(): the child serves no side channel (it has no engine yet); its copies are closed. */

@@ -91,7 +91,7 @@ SAN_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	if ((ret == 0 || errno == EINPROGRESS) && san_managed(fd) && !san_sock_known(fd)) {
 		int e = errno;
 
-		san_sock_on_connect(fd);
+		san_sock_on_connect(fd, addr.__sockaddr__, len);
 		errno = e;
 	}
 	return ret;

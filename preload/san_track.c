@@ -1,6 +1,7 @@
 /* preload — keeps the fd table in step with the socket calls the wrappers see. */
 #include "preload/san_preload.h"
 
+#include <netinet/in.h>
 #include <stdlib.h>
 
 #include "core/san_stats.h"
@@ -68,12 +69,48 @@ void san_track_connect(int fd, int ret)
 	san_debug("fd %d: active (connect %s)", fd, ret == 0 ? "done" : "in progress");
 }
 
+static int san_track_sockopt(int fd, int name)
+{
+	int v = -1;
+	socklen_t len = sizeof(v);
+
+	return SAN_REAL(getsockopt)(fd, SOL_SOCKET, name, &v, &len) == 0 ? v : -1;
+}
+
+/*
+ * A TCP listener this process never saw made: received over SCM_RIGHTS, or inherited through
+ * exec (systemd's socket activation hands them over so). Adopted at its first accept(), after
+ * the accepted socket says it is IPv4 or IPv6 (one getsockopt, the only cost an accept on a UNIX
+ * listener pays) and the listener that it listens and speaks TCP; then served as ours: its side
+ * channel's name, if no other process has it, or a name per connection (san_up_name_conn).
+ */
+static bool san_track_adopt(int lfd, int fd)
+{
+	int dom = san_track_sockopt(fd, SO_DOMAIN), e = errno;
+
+	if ((dom != AF_INET && dom != AF_INET6) || san_track_sockopt(lfd, SO_ACCEPTCONN) != 1 ||
+	    san_track_sockopt(lfd, SO_PROTOCOL) != IPPROTO_TCP ||
+	    san_fd_track(lfd, SAN_FD_TCP, dom == AF_INET6 ? SAN_FDF_INET6 : 0)) {
+		errno = e;
+		return false;
+	}
+	errno = e;
+	san_stats_track();
+	san_debug("fd %d: a TCP listener made elsewhere, adopted", lfd);
+	san_track_listen(lfd);
+	san_sock_on_listen(lfd);
+	return true;
+}
+
 /* Only a tracked listener's connections are recorded; O_NONBLOCK is not inherited on Linux. */
 void san_track_accept(int lfd, int fd, int flags)
 {
 	struct san_fd *l = san_fd_get(lfd);
 	uint32_t fl;
 
+	if (!l && san_fd_slot(lfd) && !san_fd_guarded() && !san_cfg.disable &&
+	    san_track_adopt(lfd, fd))
+		l = san_fd_get(lfd);
 	if (!l || san_fd_state(l) != SAN_FD_LISTENER || san_fd_guarded()) {
 		san_track_new(fd, "accept");
 		return;

@@ -41,7 +41,11 @@ enum san_type {
 #define SAN_CAP_RDMA_WRITE 0x00000002u /* advertiser can write into a peer's WRITE_GRANT */
 #define SAN_CAP_DIRECT_READ 0x00000004u /* shm: advertiser reads a sender's own buffer offered in
 					 * the ring's source slot (process_vm_readv) */
-#define SAN_CAP_KNOWN (SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ)
+#define SAN_CAP_RETRIES 0x00000008u /* PROPOSE only: the proposer proposes again later, so
+					 * refuse at once what cannot be answered now (a
+					 * connection still in the accept queue): never hold it */
+#define SAN_CAP_KNOWN (SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ | \
+		       SAN_CAP_RETRIES)
 
 /* Per-type flag bits (header byte 2). Any bit not listed for a type is reserved. */
 #define SAN_DATA_F_FIRST 0x01	  /* first chunk of a transfer: body carries total length */

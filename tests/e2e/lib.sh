@@ -16,6 +16,15 @@ while IFS= read -r _v; do
 	[ "$_v" = SANSWITCH_BUILD ] || unset "$_v"
 done < <(compgen -e | grep '^SANSWITCH_')
 unset _v
+# Most tests examine switched connections, and theirs are short (one request, one reply, or one
+# stream): they switch in their first data call, as SANSWITCH_SWITCH_AFTER=0 makes them. The
+# tests of the default policy (switch once a connection has shown it lives: t_shape_*,
+# t_switch_policy) unset it. E2E_SWITCH_AFTER=N runs the suite with another value (default: the
+# library's own default), to see the switch-over happen mid-stream.
+case ${E2E_SWITCH_AFTER:-0} in
+default) unset SANSWITCH_SWITCH_AFTER ;;
+*) export SANSWITCH_SWITCH_AFTER=${E2E_SWITCH_AFTER:-0} ;;
+esac
 # E2E_PROVIDER=verbs: a test of tests/e2e run again over another provider (tests/rxe does that);
 # E2E_ADDR: the address vpair's server listens on and its client connects to (verbs needs the
 # RDMA device's; the default is sanverify's, the loopback).

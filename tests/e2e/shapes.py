@@ -2,20 +2,31 @@
 """shapes.py — one server shape and its client, for t_shape_*.sh.
 
   shapes.py server SHAPE PORTFILE CONNS     serve CONNS connections in SHAPE, then exit 0
-  shapes.py client PORT CONNS SIZE          CONNS connections in turn: connect, send SIZE bytes,
-                                            read the reply (the bytes back, reversed), close
+  shapes.py client PORT CONNS SIZE REQS [CHUNK]
+                                            CONNS connections in turn: connect, REQS times send
+                                            SIZE bytes (in sends of CHUNK bytes after the 8-byte
+                                            length, if given) and read the reply (the bytes
+                                            back, reversed), close
 
 Shapes: single (one process accepts and serves), workers (the parent listens; two forked
-workers accept on the inherited listener, nginx style; the parent never accepts).
-Each request is a 8-byte length and the bytes; the reply is the bytes reversed. The client
-prints one line per connection: "conn I ok first_ms=T" (T: connect to the whole reply), or
-exits 1 at the first wrong byte. Every process prints "# pid P role" so that the test can pick
-its stats line.
+workers accept on the inherited listener, nginx style; the parent never accepts), reuseport
+(two forked workers, each with its own SO_REUSEPORT listener on the same port; the parent
+makes one first only to learn a free port, and closes it), thread (one thread accepts, a new
+thread serves each connection), activated (the listener handed to an exec'd program, as systemd's
+socket activation does; the parent closes its copy), passed (an exec'd program
+receives the listener over a UNIX socket, SCM_RIGHTS; the parent closes its copy).
+Each request is a 8-byte length and the bytes; the reply is the bytes reversed; a connection is
+served until the client closes it. The client prints one line per connection: "conn I ok
+first_ms=T" (T: connect to the first whole reply), or exits 1 at the first wrong byte. Every
+process prints "# pid P role" so that the test can pick its stats line.
 """
 import os
+import select
 import socket
 import struct
+import subprocess
 import sys
+import threading
 import time
 
 
@@ -30,9 +41,14 @@ def recv_exact(s, n):
 
 
 def serve_one(c):
-    n = struct.unpack("!Q", recv_exact(c, 8))[0]
-    data = recv_exact(c, n)
-    c.sendall(data[::-1])
+    while True:
+        try:
+            head = recv_exact(c, 8)
+        except EOFError:
+            break
+        n = struct.unpack("!Q", head)[0]
+        data = recv_exact(c, n)
+        c.sendall(data[::-1])
     c.close()
 
 
@@ -40,79 +56,163 @@ def say(role):
     print("# pid %d %s" % (os.getpid(), role), flush=True)
 
 
-def server(shape, portfile, conns):
+def listener(port=0, reuseport=False):
     lst = socket.socket()
     lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lst.bind(("127.0.0.1", 0))
+    if reuseport:
+        lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    lst.bind(("127.0.0.1", port))
     lst.listen(64)
-    say("listener")
+    return lst
+
+
+def publish(portfile, port):
     with open(portfile + ".tmp", "w") as f:
-        f.write("%d\n" % lst.getsockname()[1])
+        f.write("%d\n" % port)
     os.rename(portfile + ".tmp", portfile)
+
+
+def server(shape, portfile, conns):
+    lst = listener(reuseport=shape == "reuseport")
+    say("listener")
+    port = lst.getsockname()[1]
+    if shape != "reuseport":
+        publish(portfile, port)
     if shape == "single":
         for _ in range(conns):
             c, _ = lst.accept()
             serve_one(c)
         return 0
-    if shape == "workers":
+    if shape in ("activated", "passed"):
+        # The program that serves is exec'd: it never saw the listener made.
+        me = [sys.executable, os.path.abspath(__file__)]
+        if shape == "activated":
+            kid = subprocess.Popen(me + ["serve-fd", str(lst.fileno()), str(conns)],
+                                   pass_fds=[lst.fileno()])
+        else:
+            a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            kid = subprocess.Popen(me + ["serve-recv", str(b.fileno()), str(conns)],
+                                   pass_fds=[b.fileno()])
+            b.close()
+            socket.send_fds(a, [b"L"], [lst.fileno()])
+            a.close()
+        lst.close()
+        return kid.wait()
+    if shape == "thread":
+        for _ in range(conns):
+            c, _ = lst.accept()
+            t = threading.Thread(target=serve_one, args=(c,))
+            t.start()
+            t.join()
+        return 0
+    if shape in ("workers", "reuseport"):
         # The parent counts what its workers served: each writes a byte per connection.
         r, w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        stop_r, stop_w = os.pipe()  # closed by the parent: the workers exit (and print stats)
         kids = []
         for _ in range(2):
             pid = os.fork()
             if pid == 0:
                 os.close(r)
+                os.close(stop_w)
                 say("worker")
                 try:
+                    mine = lst
+                    if shape == "reuseport":
+                        lst.close()  # else it stays in the group, taking connections
+                        mine = listener(port, True)
+                    mine.setblocking(False)
+                    os.write(ready_w, b"r")
                     while True:
-                        c, _ = lst.accept()
+                        rd, _, _ = select.select([mine, stop_r], [], [])
+                        if stop_r in rd:
+                            sys.exit(0)
+                        try:
+                            c, _ = mine.accept()
+                        except BlockingIOError:
+                            continue  # the other worker took it
+                        c.setblocking(True)
                         serve_one(c)
                         os.write(w, b"x")
-                except Exception as e:  # the parent's kill ends us; anything else is a failure
+                except Exception as e:
                     print("worker: %r" % e, file=sys.stderr, flush=True)
                     os._exit(1)
             kids.append(pid)
         os.close(w)
+        for _ in kids:
+            os.read(ready_r, 1)
+        if shape == "reuseport":
+            lst.close()  # only the workers' listeners take connections
+            publish(portfile, port)
         served = 0
         while served < conns:
             d = os.read(r, 64)
             if not d:
                 break
             served += len(d)
+        os.close(stop_w)
+        bad = 0
         for pid in kids:
-            os.kill(pid, 15)
-        for pid in kids:
-            os.waitpid(pid, 0)
-        return 0 if served == conns else 1
+            bad |= os.waitpid(pid, 0)[1]
+        return 0 if served == conns and not bad else 1
     print("unknown shape %s" % shape, file=sys.stderr)
     return 2
 
 
-def client(port, conns, size):
+def client(port, conns, size, reqs, chunk=0):
     say("client")
     data = os.urandom(size)
     worst = 0.0
     for i in range(conns):
         t0 = time.monotonic()
         s = socket.create_connection(("127.0.0.1", port))
-        s.sendall(struct.pack("!Q", size) + data)
-        back = recv_exact(s, size)
-        ms = (time.monotonic() - t0) * 1000
+        for k in range(reqs):
+            if chunk:
+                s.sendall(struct.pack("!Q", size))
+                for off in range(0, size, chunk):
+                    s.sendall(data[off:off + chunk])
+            else:
+                s.sendall(struct.pack("!Q", size) + data)
+            back = recv_exact(s, size)
+            if back != data[::-1]:
+                print("conn %d request %d: WRONG reply" % (i, k), flush=True)
+                return 1
+            if k == 0:
+                ms = (time.monotonic() - t0) * 1000
+        s.shutdown(socket.SHUT_WR)
         if s.recv(1) != b"":
-            print("conn %d: bytes after the reply" % i, flush=True)
+            print("conn %d: bytes after the replies" % i, flush=True)
             return 1
         s.close()
-        if back != data[::-1]:
-            print("conn %d: WRONG reply" % i, flush=True)
-            return 1
         worst = max(worst, ms)
         print("conn %d ok first_ms=%.3f" % (i, ms), flush=True)
     print("client ok conns=%d worst_ms=%.3f" % (conns, worst), flush=True)
     return 0
 
 
+def serve_fd(fd, conns):
+    say("worker")
+    lst = socket.socket(fileno=fd)
+    for _ in range(conns):
+        c, _ = lst.accept()
+        serve_one(c)
+    return 0
+
+
+def serve_recv(fd, conns):
+    u = socket.socket(fileno=fd)
+    _, fds, _, _ = socket.recv_fds(u, 1, 1)
+    u.close()
+    return serve_fd(fds[0], conns)
+
+
 if __name__ == "__main__":
     a = sys.argv
+    if a[1] == "serve-fd":
+        sys.exit(serve_fd(int(a[2]), int(a[3])))
+    if a[1] == "serve-recv":
+        sys.exit(serve_recv(int(a[2]), int(a[3])))
     if a[1] == "server":
         sys.exit(server(a[2], a[3], int(a[4])))
-    sys.exit(client(int(a[2]), int(a[3]), int(a[4])))
+    sys.exit(client(*[int(x) for x in a[2:]]))

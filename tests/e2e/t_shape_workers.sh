@@ -1,62 +1,73 @@
 #!/bin/bash
-# t_shape_workers — server shapes (shapes.py), both ends preloaded, against kernel TCP in the same
-# run: every reply's bytes are checked; no connection waits for the switch. "single" (one process
-# listens, accepts, serves) must switch every connection. "workers" (the parent listens, two
-# forked workers accept on the listener they inherited, as nginx's) does not switch yet (the
-# proposal reaches the parent's engine, which does not own the connection: fallback_not_owner),
-# but must cost what TCP costs: before, every connection's first request waited 0.5 s for the
-# parent's engine to give up. A first request may take up to 250 ms (a stall is seconds, or the
-# old 500 ms; on this machine a request takes about a millisecond).
-# timeout: 120
+# t_shape_workers — server shapes (shapes.py), both ends preloaded with the default switch policy
+# (a connection switches once it has shown it lives: at the send that begins its second exchange,
+# or after 256 KiB), against kernel TCP in the same run. Each connection makes 3 request/reply
+# exchanges; every reply's bytes are checked. Shapes: "single" (one process listens, accepts,
+# serves), "thread" (one thread accepts, another serves), "workers" (the parent listens, two
+# forked workers accept on the listener they inherited, as nginx's), "reuseport" (two workers,
+# each with its own SO_REUSEPORT listener on the same port: only one of them can have the
+# listener's side-channel name), "activated" (the listener handed to an exec'd program, as with
+# systemd's socket activation) and "passed" (an exec'd program receives it over SCM_RIGHTS): those
+# programs never saw the listener made, and adopt it at its first accept(). Every connection must
+# switch at both ends (the workers' connections through their own per-connection names), and no
+# first request may wait for the switch: it goes over TCP, within 250 ms (a stall is seconds, or
+# the old 500 ms; on this machine a request takes about a millisecond). Before, the workers'
+# connections never switched and each first request waited 0.5 s; the last two shapes' never
+# switched either.
+# timeout: 240
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
 need_build
+unset SANSWITCH_SWITCH_AFTER # the default policy is the subject
 export SANSWITCH_STATS=1
-CONNS=20
+CONNS=12
+REQS=3
 LIMIT_MS=250
 
+# shellcheck source=tests/e2e/shapes_lib.sh
+. "$E2E_DIR/shapes_lib.sh"
+
 run() { # SHAPE MODE(pre|none) SIZE
-	local shape=$1 mode=$2 size=$3 name="$1.$2.$3" rc=0 srv_rc=0 worst
-	start_pf "$name.srv" "$mode" "$PY" "$E2E_DIR/shapes.py" server "$shape" '{PORTFILE}' "$CONNS"
-	as_t "$mode" 60 "$PY" "$E2E_DIR/shapes.py" client "$SERVER_PORT" "$CONNS" "$size" \
-		>"$TMP/$name.cli.out" 2>"$TMP/$name.cli.err" || rc=$?
-	wait_pid "$SERVER_PID" 30 || srv_rc=$?
-	no_preload_errors "$TMP/$name.cli.err" "$TMP/$name.srv.err"
-	[ "$rc" -eq 0 ] && [ "$srv_rc" -eq 0 ] || {
-		show "$TMP/$name.cli.out" "$TMP/$name.cli.err" "$TMP/$name.srv.out" "$TMP/$name.srv.err"
-		fail "$name: client exit $rc, server exit $srv_rc"
-	}
-	worst=$(sed -n 's/^client ok conns=[0-9]* worst_ms=\([0-9]*\)\..*/\1/p' "$TMP/$name.cli.out")
-	[ -n "$worst" ] || { show "$TMP/$name.cli.out"; fail "$name: no 'client ok' line"; }
-	[ "$worst" -lt "$LIMIT_MS" ] ||
-		{ show "$TMP/$name.cli.out"; fail "$name: a first request took $worst ms (limit $LIMIT_MS)"; }
-	RUN_WORST=$worst
+	shapes_run "$1.$2.$3" "$2" "$2" "$1" "$3" "$REQS" 0
+	[ "$RUN_WORST" -lt "$LIMIT_MS" ] ||
+		{ show "$TMP/$1.$2.$3.cli.out"; fail "$1.$2.$3: a first request took $RUN_WORST ms (limit $LIMIT_MS)"; }
 }
 
-# switched_line NAME ROLE — the stats line of the process that printed "# pid P ROLE".
-role_line() {
+# role_lines NAME ROLE — the stats lines of the processes that printed "# pid P ROLE".
+role_lines() {
 	local pid f
 	for f in "$TMP/$1.cli.out" "$TMP/$1.srv.out"; do
-		pid=$(sed -n "s/^# pid \([0-9]*\) $2\$/\1/p" "$f" | head -n1)
-		[ -n "$pid" ] && break
+		for pid in $(sed -n "s/^# pid \([0-9]*\) $2\$/\1/p" "$f"); do
+			pid_line "${f%.out}.err" "$pid" || return 1
+		done
 	done
-	[ -n "$pid" ] || fail "$1: no pid for $2"
-	pid_line "$TMP/$1.$( [ "$2" = client ] && echo cli || echo srv).err" "$pid"
+}
+
+# sum NAME ROLE FIELD — FIELD summed over the stats lines of ROLE's processes.
+sum() {
+	local l t=0
+	while IFS= read -r l; do
+		t=$((t + $(field "$l" "$3")))
+	done < <(role_lines "$1" "$2")
+	echo "$t"
 }
 
 for size in 10 300000; do
-	run single none $size
-	run single pre $size
-	cl=$(role_line "single.pre.$size" client) || exit 1
-	sl=$(role_line "single.pre.$size" listener) || exit 1
-	[ "$(field "$cl" switched)" -eq "$CONNS" ] && [ "$(field "$sl" switched)" -eq "$CONNS" ] ||
-		fail "single.$size: expected $CONNS switched at both ends: $cl / $sl"
-	log "single, $size B requests: $CONNS connections switched, bytes checked (worst first request ${RUN_WORST} ms)"
-
-	run workers none $size
-	tcp=$RUN_WORST
-	run workers pre $size
-	cl=$(role_line "workers.pre.$size" client) || exit 1
-	log "workers, $size B requests: bytes checked, worst first request ${RUN_WORST} ms (TCP: $tcp ms);" \
-		"client: switched=$(field "$cl" switched) fallback_not_owner=$(field "$cl" fallback_not_owner)"
+	for shape in single thread workers reuseport activated passed; do
+		run "$shape" none $size
+		tcp=$RUN_WORST
+		run "$shape" pre $size
+		server=listener
+		case $shape in workers | reuseport | activated | passed) server=worker ;; esac
+		c=$(sum "$shape.pre.$size" client switched)
+		b=$(sum "$shape.pre.$size" "$server" switched)
+		[ "$c" -eq "$CONNS" ] && [ "$b" -eq "$CONNS" ] || {
+			show "$TMP/$shape.pre.$size.cli.out" "$TMP/$shape.pre.$size.srv.out"
+			grep -h '^sanswitch' "$TMP/$shape.pre.$size.cli.err" "$TMP/$shape.pre.$size.srv.err" |
+				grep -v ' switched=0 fallback=0 ' >&2
+			fail "$shape.$size: expected $CONNS switched at both ends, got client $c, ${server}s $b"
+		}
+		log "$shape, $size B requests: $CONNS connections switched at both ends, bytes checked," \
+			"worst first request ${RUN_WORST} ms (TCP: $tcp ms)"
+	done
 done

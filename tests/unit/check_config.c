@@ -35,7 +35,7 @@ static int cfg_eq(const struct san_config *a, const struct san_config *b)
 	return a->disable == b->disable && a->bulk == b->bulk && a->inline_max == b->inline_max &&
 	       a->spin_us == b->spin_us && a->provider == b->provider && a->stats == b->stats &&
 	       a->faults == b->faults && a->direct == b->direct && a->read_ahead == b->read_ahead &&
-	       a->verbs_area == b->verbs_area;
+	       a->verbs_area == b->verbs_area && a->switch_after == b->switch_after;
 }
 
 /* Warnings are the subject of one case only; the others keep stderr quiet. */
@@ -102,7 +102,8 @@ enum field {
 	F_FAULTS,
 	F_DIRECT,
 	F_AHEAD,
-	F_AREA
+	F_AREA,
+	F_SWITCH_AFTER
 };
 
 static const struct {
@@ -168,6 +169,12 @@ static const struct {
 	{ "SANSWITCH_SPIN_US", "5us", F_SPIN, 1, 50 },
 	{ "SANSWITCH_SPIN_US", "1K", F_SPIN, 1, 50 },
 	{ "SANSWITCH_SPIN_US", "18446744073709551617", F_SPIN, 1, 50 },
+	{ "SANSWITCH_SWITCH_AFTER", "0", F_SWITCH_AFTER, 0, 0 },
+	{ "SANSWITCH_SWITCH_AFTER", "3", F_SWITCH_AFTER, 0, 3 },
+	{ "SANSWITCH_SWITCH_AFTER", "1000", F_SWITCH_AFTER, 0, 1000 },
+	{ "SANSWITCH_SWITCH_AFTER", "1001", F_SWITCH_AFTER, 1, SAN_CFG_SWITCH_AFTER_DEFAULT },
+	{ "SANSWITCH_SWITCH_AFTER", "-1", F_SWITCH_AFTER, 1, SAN_CFG_SWITCH_AFTER_DEFAULT },
+	{ "SANSWITCH_SWITCH_AFTER", "never", F_SWITCH_AFTER, 1, SAN_CFG_SWITCH_AFTER_DEFAULT },
 	{ "SANSWITCH_PROVIDER", "auto", F_PROVIDER, 0, SAN_CFG_PROV_AUTO },
 	{ "SANSWITCH_PROVIDER", "shm", F_PROVIDER, 0, SAN_CFG_PROV_SHM },
 	{ "SANSWITCH_PROVIDER", "verbs", F_PROVIDER, 0, SAN_CFG_PROV_VERBS },
@@ -214,6 +221,8 @@ static uint32_t field_of(const struct san_config *c, enum field f)
 		return c->read_ahead;
 	case F_AREA:
 		return c->verbs_area;
+	case F_SWITCH_AFTER:
+		return c->switch_after;
 	}
 	return ~0u;
 }
@@ -261,6 +270,9 @@ START_TEST(test_variable)
 		break;
 	case F_AREA:
 		d.verbs_area = san_config_defaults.verbs_area;
+		break;
+	case F_SWITCH_AFTER:
+		d.switch_after = san_config_defaults.switch_after;
 		break;
 	}
 	ck_assert(cfg_eq(&d, &san_config_defaults));

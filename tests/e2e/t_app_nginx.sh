@@ -1,0 +1,218 @@
+#!/bin/bash
+# t_app_nginx — nginx (a master and 2 workers accepting on the listener they inherit) serving static
+# files on the loopback, with the default switch policy, against kernel TCP in the same run. wrk
+# (-t2 -c20 -d3) fetches a 64-byte page in rounds kernel, preloaded, kernel, preloaded (nginx and
+# wrk both preloaded, or neither; a fresh nginx each round): no socket errors, no non-2xx
+# responses, and the workers together and wrk each switched at least wrk's 20 connections. The
+# best requests/s of each mode and their ratio are logged; only a catastrophe (preloaded under
+# 0.3x kernel TCP) fails, this machine being shared and noisy. Then curl fetches a 50 MiB random
+# file, with nothing preloaded and with curl and nginx preloaded: the sha256 must match, within
+# 60 s, and the preloaded curl's one connection must have switched.
+# nginx redirects its stderr into the error_log file once it has read its configuration (and the
+# workers inherit that): the stats lines of master and workers (SANSWITCH_STATS=1) are found there.
+# timeout: 120
+# shellcheck source=tests/e2e/lib.sh
+. "$(dirname -- "$0")/lib.sh"
+need_build
+NGINX=/usr/sbin/nginx
+[ -x "$NGINX" ] || NGINX=$(command -v nginx) || skip "nginx not installed"
+need_cmd wrk curl
+unset SANSWITCH_SWITCH_AFTER # the default policy: what a user of nginx gets
+export SANSWITCH_STATS=1
+CONNS=20
+FLOOR=0.3 # fail only under this fraction of kernel TCP's requests/s
+
+mkdir -p "$TMP/www"
+printf '%063d\n' 0 >"$TMP/www/small" # 64 bytes
+head -c $((50 * 1024 * 1024)) /dev/urandom >"$TMP/www/big.bin"
+WANT=$(sha "$TMP/www/big.bin")
+
+# ngx_up NAME MODE — start nginx as MODE (pre|none) on a free loopback port, its files in
+# $TMP/NAME; wait for its listener and its 2 workers. Sets NGX_PID (the master), NGX_PORT,
+# NGX_WORKERS (their pids) and NGX_LOG (the error log, where the stats lines go).
+NGX_PID='' NGX_PORT='' NGX_WORKERS='' NGX_LOG=''
+ngx_up() {
+	local name=$1 mode=$2 d=$TMP/$1 try port end user='' w
+	[ "$(id -u)" -eq 0 ] && user='user root;' # workers must read $TMP (0700)
+	mkdir -p "$d"
+	NGX_LOG=$d/error.log
+	for try in 1 2 3 4 5; do
+		port=$(free_port) || fail "free_port failed"
+		cat >"$d/nginx.conf" <<EOF
+$user
+worker_processes 2;
+daemon off;
+master_process on;
+pid $d/nginx.pid;
+error_log $NGX_LOG info;
+events { worker_connections 512; }
+http {
+	access_log off;
+	sendfile on;
+	tcp_nopush on;
+	client_body_temp_path $d/body;
+	proxy_temp_path $d/proxy;
+	fastcgi_temp_path $d/fastcgi;
+	scgi_temp_path $d/scgi;
+	uwsgi_temp_path $d/uwsgi;
+	default_type application/octet-stream;
+	server {
+		listen 127.0.0.1:$port;
+		root $TMP/www;
+	}
+}
+EOF
+		: >"$NGX_LOG"
+		# -e: the log before the configuration is read; -p: no default prefix under /etc, /var
+		spawn "$name" "$mode" "$NGINX" -p "$d/" -c "$d/nginx.conf" -e "$NGX_LOG"
+		if wait_listen "$port" "$SPAWN_PID" 15; then
+			NGX_PID=$SPAWN_PID
+			NGX_PORT=$port
+			break
+		fi
+		stop "$SPAWN_PID"
+		log "ngx_up $name: try $try on port $port failed"
+		show "$NGX_LOG" "$TMP/$name.err"
+		[ "$try" -eq 5 ] && fail "could not start nginx ($name)"
+	done
+	end=$(($(date +%s) + 15))
+	while :; do
+		NGX_WORKERS=$(ps --ppid "$NGX_PID" -o pid=,args= |
+			awk '/nginx: worker process/ { printf "%s%s", sep, $1; sep = " " }')
+		[ "$(wc -w <<<"$NGX_WORKERS")" -eq 2 ] && break
+		if ! alive "$NGX_PID" || [ "$(date +%s)" -ge "$end" ]; then
+			show "$NGX_LOG" "$TMP/$name.err"
+			fail "$name: nginx did not start 2 workers"
+		fi
+		sleep 0.05
+	done
+	if [ "$mode" = pre ]; then
+		assert_preloaded "$NGX_PID"
+		for w in $NGX_WORKERS; do assert_preloaded "$w"; done
+	fi
+}
+
+# ngx_down NAME MODE — graceful stop (SIGQUIT, as `nginx -s quit`), bounded; the master must exit 0,
+# the log must show no error, and the stats lines must be there (pre) or not at all (none).
+ngx_down() {
+	local name=$1 mode=$2 rc=0 p
+	kill -QUIT "$NGX_PID" 2>/dev/null
+	wait_pid "$NGX_PID" 20 || rc=$?
+	no_preload_errors "$NGX_LOG" "$TMP/$name.err"
+	[ "$rc" -eq 0 ] || { show "$NGX_LOG" "$TMP/$name.err"; fail "$name: nginx master exited $rc"; }
+	for p in $NGX_WORKERS; do
+		running "$p" && fail "$name: worker $p still running after the master exited"
+	done
+	if grep -E '\[(error|crit|alert|emerg)\]' "$NGX_LOG" >&2; then
+		show "$NGX_LOG"
+		fail "$name: nginx logged errors (above)"
+	fi
+	if [ "$mode" = pre ]; then
+		for p in "$NGX_PID" $NGX_WORKERS; do pid_line "$NGX_LOG" "$p" >/dev/null || exit 1; done
+	elif grep -q '^sanswitch:' "$NGX_LOG" "$TMP/$name.err"; then
+		show "$NGX_LOG"
+		fail "$name: a stats line from an nginx that was not preloaded"
+	fi
+}
+
+# bench NAME MODE — one round: a fresh nginx and wrk, both as MODE. Sets RPS (requests/s).
+RPS=
+bench() {
+	local name=$1 mode=$2 rc=0 out reqs wl wsw n w l sum=0 per=
+	ngx_up "$name.nginx" "$mode"
+	out=$TMP/$name.wrk.out
+	as_t "$mode" 30 wrk -t2 -c$CONNS -d3 "http://127.0.0.1:$NGX_PORT/small" \
+		>"$out" 2>"$TMP/$name.wrk.err" || rc=$?
+	no_preload_errors "$TMP/$name.wrk.err"
+	[ "$rc" -eq 0 ] || { show "$out" "$TMP/$name.wrk.err" "$NGX_LOG"; fail "$name: wrk exited $rc"; }
+	ngx_down "$name.nginx" "$mode"
+	RPS=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$out")
+	reqs=$(sed -n 's/^ *\([0-9][0-9]*\) requests in .*/\1/p' "$out")
+	if [ -z "$RPS" ] || [ -z "$reqs" ]; then
+		show "$out"
+		fail "$name: cannot parse wrk's output"
+	fi
+	[ "$reqs" -gt 0 ] || { show "$out"; fail "$name: wrk made 0 requests"; }
+	# wrk prints these two lines only when a count is not zero
+	if grep -E 'Socket errors|Non-2xx' "$out" >/dev/null; then
+		show "$out" "$NGX_LOG"
+		# wrk reads only when epoll said readable, and counts any failed read(), EAGAIN included,
+		# as a read error (and reconnects): a spurious readable shows up here
+		fail "$name: wrk saw socket errors or non-2xx responses"
+	fi
+	if [ "$mode" = pre ]; then
+		wl=$(stats_line "$TMP/$name.wrk.err") || exit 1
+		wsw=$(field "$wl" switched) || exit 1
+		for w in $NGX_WORKERS; do
+			l=$(pid_line "$NGX_LOG" "$w") || exit 1
+			n=$(field "$l" switched) || exit 1
+			sum=$((sum + n))
+			per="$per $w:$n/$(field "$l" accepts)"
+		done
+		log "$name: switched: wrk $wsw of $(field "$wl" connects) connects" \
+			"(fallback $(field "$wl" fallback)), workers $sum (pid:switched/accepts$per)"
+		if [ "$wsw" -lt "$CONNS" ] || [ "$sum" -lt "$CONNS" ]; then
+			grep -h '^sanswitch' "$TMP/$name.wrk.err" "$NGX_LOG" >&2
+			fail "$name: expected >= $CONNS switched connections in wrk and in the workers," \
+				"got wrk $wsw, workers $sum"
+		fi
+	elif grep -q '^sanswitch:' "$TMP/$name.wrk.err"; then
+		fail "$name: a stats line from a wrk that was not preloaded"
+	fi
+	log "$name: $reqs requests, $RPS requests/s"
+}
+
+# fetch NAME SMODE CMODE — a fresh nginx as SMODE and curl as CMODE fetch big.bin; bytes and time
+# checked.
+fetch() {
+	local name=$1 smode=$2 cmode=$3 rc=0 got secs l
+	ngx_up "$name.nginx" "$smode"
+	as_t "$cmode" 60 curl -sS --fail -o "$TMP/$name.bin" -w '%{time_total}\n' \
+		"http://127.0.0.1:$NGX_PORT/big.bin" >"$TMP/$name.curl.out" 2>"$TMP/$name.curl.err" || rc=$?
+	no_preload_errors "$TMP/$name.curl.err"
+	[ "$rc" -eq 0 ] || {
+		show "$TMP/$name.curl.out" "$TMP/$name.curl.err" "$NGX_LOG"
+		fail "$name: curl exited $rc (124: not done in 60 s)"
+	}
+	ngx_down "$name.nginx" "$smode"
+	got=$(sha "$TMP/$name.bin")
+	[ "$got" = "$WANT" ] || fail "$name: sha256 $got, want $WANT ($(stat -c %s "$TMP/$name.bin") bytes)"
+	rm -f "$TMP/$name.bin"
+	secs=$(head -n1 "$TMP/$name.curl.out")
+	if [ "$cmode" = pre ]; then
+		l=$(stats_line "$TMP/$name.curl.err") || exit 1
+		[ "$(field "$l" switched)" -eq 1 ] || fail "$name: curl's connection did not switch: $l"
+		log "$name: 50 MiB, sha256 ok, ${secs} s, curl switched=1 (san_rx_bytes=$(field "$l" san_rx_bytes))"
+	else
+		log "$name: nginx $smode, curl $cmode: 50 MiB, sha256 ok, ${secs} s"
+	fi
+}
+
+# An ASan build (make check SANITIZE=address) cannot preload curl (t_curl_http: it hangs under the
+# ASan runtime before its main): there only nginx is preloaded for the big file.
+CURL=pre
+if [[ $SAN_KINDS == *address* ]]; then
+	CURL=none
+	log "note: ASan build: curl is not preloaded (it hangs under the ASan runtime), only nginx"
+fi
+
+best_k=0 best_p=0
+for r in 1 2; do
+	bench "kernel$r" none
+	best_k=$(awk -v a="$best_k" -v b="$RPS" 'BEGIN { print (b > a) ? b : a }')
+	bench "pre$r" pre
+	best_p=$(awk -v a="$best_p" -v b="$RPS" 'BEGIN { print (b > a) ? b : a }')
+done
+ratio=$(awk -v p="$best_p" -v k="$best_k" 'BEGIN { printf "%.2f", p / k }')
+log "wrk -t2 -c$CONNS -d3, best of 2: kernel TCP $best_k requests/s, preloaded $best_p," \
+	"ratio pre/kernel $ratio"
+# A sanitized library is slower by design, and the kernel rounds run without it: no floor there.
+if [ -n "$SAN_KINDS" ]; then
+	log "note: sanitized build ($SAN_KINDS): the ratio is not checked"
+elif ! awk -v r="$ratio" -v f="$FLOOR" 'BEGIN { exit !(r >= f) }'; then
+	fail "preloaded nginx+wrk at $ratio of kernel TCP's requests/s (floor $FLOOR)"
+fi
+
+fetch curl_kernel none none
+fetch curl_pre pre "$CURL"
+log "nginx ok: kernel TCP and preloaded"

@@ -1,0 +1,93 @@
+#!/bin/bash
+# t_switch_policy — when a connection is proposed (docs/protocol.md §9.7), both ends preloaded,
+# shapes.py's single-process server and its client, every reply's bytes checked. The counts are
+# exact, so the test needs no timing: the client's tcp_tx_bytes say which requests went over TCP.
+#   - one request per connection (the connection-rate loop): nothing switches, at either end;
+#   - three requests: the first over TCP (18 bytes per connection: an 8-byte length and 10
+#     bytes), the second and third over the SAN;
+#   - SANSWITCH_SWITCH_AFTER=2: the first two over TCP; =0: none (proposed before any byte);
+#   - one 1 MiB request in 64 KiB sends: proposed at the first send after 256 KiB moved (the
+#     length and 4 pieces over TCP; 8 or 12 if the server's receive was in the kernel then), the rest
+#     over the SAN; in one send: proposed at the next call;
+#   - one end preloaded, the other not (either way): bytes checked, nothing switched, no stall.
+# timeout: 180
+# shellcheck source=tests/e2e/lib.sh
+. "$(dirname -- "$0")/lib.sh"
+need_build
+unset SANSWITCH_SWITCH_AFTER # the default policy is the subject
+export SANSWITCH_STATS=1
+CONNS=8
+
+# shellcheck source=tests/e2e/shapes_lib.sh
+. "$E2E_DIR/shapes_lib.sh"
+
+# run NAME SRVMODE CLIMODE SIZE REQS [ENV...] — one single-process server, CONNS connections; sets
+# CL, SL (the client's and the server's stats lines, empty for a side not preloaded). CHUNK: see
+# shapes.py.
+CHUNK=0
+run() {
+	local name=$1 sm=$2 cm=$3 pid
+	shapes_run "$name" "$sm" "$cm" single "$4" "$5" "$CHUNK" "${@:6}"
+	CL='' SL=''
+	if [ "$cm" = pre ]; then
+		pid=$(sed -n 's/^# pid \([0-9]*\) client$/\1/p' "$TMP/$name.cli.out")
+		CL=$(pid_line "$TMP/$name.cli.err" "$pid") || exit 1
+	fi
+	if [ "$sm" = pre ]; then
+		pid=$(sed -n 's/^# pid \([0-9]*\) listener$/\1/p' "$TMP/$name.srv.out")
+		SL=$(pid_line "$TMP/$name.srv.err" "$pid") || exit 1
+	fi
+}
+
+expect() { # NAME LINE FIELD VALUE
+	[ "$(field "$2" "$3")" -eq "$4" ] || fail "$1: expected $3=$4: $2"
+}
+
+run short pre pre 10 1
+for l in "$CL" "$SL"; do
+	expect short "$l" switched 0
+	expect short "$l" fallback_not_attempted "$CONNS"
+done
+log "one request per connection: none of $CONNS proposed, at either end"
+
+run keep pre pre 10 3
+for l in "$CL" "$SL"; do expect keep "$l" switched "$CONNS"; done
+expect keep "$CL" tcp_tx_bytes $((CONNS * 18))
+expect keep "$CL" san_tx_bytes $((CONNS * 36))
+expect keep "$SL" tcp_tx_bytes $((CONNS * 10))
+log "three requests: all $CONNS switched, the first request over TCP, the others over the SAN"
+
+run after2 pre pre 10 3 SANSWITCH_SWITCH_AFTER=2
+expect after2 "$CL" switched "$CONNS"
+expect after2 "$CL" tcp_tx_bytes $((CONNS * 36))
+run after0 pre pre 10 3 SANSWITCH_SWITCH_AFTER=0
+expect after0 "$CL" switched "$CONNS"
+expect after0 "$CL" tcp_tx_bytes 0
+log "SANSWITCH_SWITCH_AFTER=2: two requests over TCP; =0: none"
+
+CHUNK=65536 run bulk pre pre 1048576 1
+for l in "$CL" "$SL"; do expect bulk "$l" switched "$CONNS"; done
+# each connection proposed at the first send after 256 KiB (the length and 4 pieces), or, when the
+# server's receive was in the kernel then (refused BUSY: docs/engine.md §3), again 256 KiB later
+t=$(field "$CL" tcp_tx_bytes)
+[ "$t" -ge $((CONNS * (8 + 4 * 65536))) ] && [ "$t" -le $((CONNS * (8 + 12 * 65536))) ] ||
+	fail "bulk: expected each connection switched after 4, 8 or 12 of its 16 pieces: $CL"
+expect bulk "$CL" san_tx_bytes $((CONNS * (8 + 1048576) - t))
+# In one send: due at the next call, the receive of the reply; refused BUSY if the server's
+# receive of the request was in the kernel then, and that receive of the reply may take it all at
+# once (one exchange: the connection may stay TCP). Nothing else may happen to it.
+run bulk1 pre pre 1048576 1
+expect bulk1 "$CL" tcp_tx_bytes $((CONNS * (8 + 1048576)))
+sw=$(field "$CL" switched)
+na=$(tr ' ' '\n' <<<"$CL" | sed -n 's/^fallback_not_attempted=//p')
+[ $((sw + ${na:-0})) -eq "$CONNS" ] ||
+	fail "bulk1: expected each connection switched or not attempted: $CL"
+log "one 1 MiB request: in 64 KiB sends switched after 256 KiB; in one send, at the next call" \
+	"($sw of $CONNS)"
+
+run cli_only none pre 10 3
+expect cli_only "$CL" switched 0
+run srv_only pre none 10 3
+expect srv_only "$SL" switched 0
+expect srv_only "$SL" fallback_not_attempted "$CONNS"
+log "one end preloaded, either way: bytes checked, nothing switched"

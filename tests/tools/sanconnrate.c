@@ -1,0 +1,186 @@
+/*
+ * sanconnrate — short connections, for `make bench` and the server-shapes tests: each one a
+ * connect, a small request, its reply (the request's bytes reversed), close.
+ *
+ *   sanconnrate server PORTFILE              a single-process server: one connection at a time,
+ *                                            requests answered until the client closes; runs
+ *                                            until killed
+ *   sanconnrate client PORT SECONDS SIZE REQS
+ *                                            connections in a loop for SECONDS, each with REQS
+ *                                            requests of SIZE bytes; every reply is checked
+ *
+ * The client prints one line:
+ *   conns=N secs=S rate=R first_p50_us=A first_p99_us=B
+ * rate: connections per second; first_*: from the start of connect() to the whole first reply,
+ * the cost of a new connection's first request. Exit 1 at the first wrong byte or failed call.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SIZE_MAX_REQ 65536
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int io_all(int fd, char *b, size_t n, int rd)
+{
+	size_t d = 0;
+
+	while (d < n) {
+		ssize_t r = rd ? recv(fd, b + d, n - d, 0) : send(fd, b + d, n - d, MSG_NOSIGNAL);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		d += (size_t)r;
+	}
+	return 0;
+}
+
+static int serve(int c)
+{
+	static char buf[SIZE_MAX_REQ];
+	uint32_t len;
+
+	for (;;) {
+		ssize_t r = recv(c, &len, sizeof(len), MSG_WAITALL);
+
+		if (r == 0)
+			return 0;
+		if (r != (ssize_t)sizeof(len))
+			return -1;
+		len = ntohl(len);
+		if (len > sizeof(buf) || io_all(c, buf, len, 1) < 0)
+			return -1;
+		for (uint32_t i = 0; i < len / 2; i++) {
+			char t = buf[i];
+
+			buf[i] = buf[len - 1 - i];
+			buf[len - 1 - i] = t;
+		}
+		if (io_all(c, buf, len, 0) < 0)
+			return -1;
+	}
+}
+
+static int server(const char *portfile)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	int one = 1, l = socket(AF_INET, SOCK_STREAM, 0);
+	char tmp[4096];
+	FILE *f;
+
+	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 128) < 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &al) < 0) {
+		perror("sanconnrate server");
+		return 1;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", portfile);
+	f = fopen(tmp, "w");
+	if (!f || fprintf(f, "%u\n", ntohs(a.sin_port)) < 0 || fclose(f) || rename(tmp, portfile)) {
+		perror("sanconnrate server: port file");
+		return 1;
+	}
+	for (;;) {
+		int c = accept(l, NULL, NULL);
+
+		if (c < 0) {
+			if (errno == EINTR)
+				continue;
+			perror("accept");
+			return 1;
+		}
+		(void)setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (serve(c) < 0)
+			fprintf(stderr, "sanconnrate server: a connection failed: %s\n", strerror(errno));
+		close(c);
+	}
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int client(int port, double secs, size_t size, int reqs)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	size_t cap = 1 << 16, n = 0;
+	double *first = malloc(cap * sizeof(*first));
+	static char req[SIZE_MAX_REQ + 4], back[SIZE_MAX_REQ];
+	double t0 = now_s(), end = t0 + secs, t;
+	uint32_t len = htonl((uint32_t)size);
+	int one = 1;
+
+	if (!first || size > SIZE_MAX_REQ)
+		return 2;
+	memcpy(req, &len, 4);
+	for (size_t i = 0; i < size; i++)
+		req[4 + i] = (char)('a' + i % 26);
+	while ((t = now_s()) < end) {
+		int c = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			perror("sanconnrate client: connect");
+			return 1;
+		}
+		(void)setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		for (int k = 0; k < reqs; k++) {
+			if (io_all(c, req, 4 + size, 0) < 0 || io_all(c, back, size, 1) < 0) {
+				perror("sanconnrate client: request");
+				return 1;
+			}
+			for (size_t i = 0; i < size; i++)
+				if (back[i] != req[4 + size - 1 - i]) {
+					fprintf(stderr, "sanconnrate client: WRONG reply byte %zu\n", i);
+					return 1;
+				}
+			if (k == 0) {
+				if (n == cap) {
+					double *m = realloc(first, 2 * cap * sizeof(*first));
+
+					if (!m)
+						return 2;
+					first = m;
+					cap *= 2;
+				}
+				first[n++] = (now_s() - t) * 1e6;
+			}
+		}
+		close(c);
+	}
+	t = now_s() - t0;
+	qsort(first, n, sizeof(*first), cmp_d);
+	printf("conns=%zu secs=%.3f rate=%.1f first_p50_us=%.1f first_p99_us=%.1f\n", n, t,
+	       (double)n / t, n ? first[n / 2] : 0.0, n ? first[n * 99 / 100] : 0.0);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && !strcmp(argv[1], "server"))
+		return server(argv[2]);
+	if (argc == 6 && !strcmp(argv[1], "client"))
+		return client(atoi(argv[2]), atof(argv[3]), (size_t)atol(argv[4]), atoi(argv[5]));
+	fprintf(stderr, "usage: sanconnrate server PORTFILE | client PORT SECONDS SIZE REQS\n");
+	return 2;
+}
