@@ -1483,8 +1483,12 @@ int san_conn_rx_arm(struct san_sock *s)
 	}
 	r = san_shm_ring_cons_arm(&s->rxr);
 	if (r == 1) {
-		/* We took the doorbells: the data found must keep X readable if left unread. */
-		san_sock_ring_self(s);
+		/*
+		 * We took the doorbells: the data found must keep X readable if left unread; the
+		 * producer's doorbell does that when it took our flag first.
+		 */
+		if (!s->rxr.bell_coming)
+			san_sock_ring_self(s);
 		return 1;
 	}
 	return r < 0 ? 1 : 0;

@@ -474,17 +474,20 @@ int san_shm_ring_cons_arm(struct san_shm_cons *c)
 
 	if (c->err)
 		return c->err;
+	c->bell_coming = false;
 	atomic_exchange_explicit(&c->sh->cons_armed, arm_word(c->rd), memory_order_seq_cst);
 	err = san_shm_cons_refresh(c);
 	if (err)
 		return err;
-	if (c->prod != c->rd) {
-		san_shm_ring_cons_disarm(c);
-		return 1;
-	}
-	/* An offer made before our flag was up (its producer saw no flag: no doorbell). */
-	if (san_shm_ring_src_find(c, &(struct san_shm_src){ 0 }) != 0) {
-		san_shm_ring_cons_disarm(c);
+	/*
+	 * Found something (a frame, or an offer made before our flag was up): take the flag
+	 * back. A producer that published after the flag went up may have taken it first, and
+	 * rings: then the caller must not ring itself as well, or one doorbell would stay on the
+	 * socket after the frame is read.
+	 */
+	if (c->prod != c->rd || san_shm_ring_src_find(c, &(struct san_shm_src){ 0 }) != 0) {
+		c->bell_coming = !atomic_exchange_explicit(&c->sh->cons_armed, 0,
+							   memory_order_seq_cst);
 		return 1;
 	}
 	return 0;

@@ -226,6 +226,11 @@ struct san_shm_cons {
 	const void *peek_msg;
 	int err;
 	const char *why;
+	/*
+	 * The last san_shm_ring_cons_arm() found something after the producer had taken our
+	 * flag: its doorbell is on its way, and we must not ring ourselves for the same thing.
+	 */
+	bool bell_coming;
 };
 
 /* A frame handed out by san_shm_ring_cons_peek(). */

@@ -71,12 +71,17 @@ int san_fd_hide(int fd)
 	return nfd;
 }
 
-static uint64_t now_ns(void)
+uint64_t san_sock_now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_ns(void)
+{
+	return san_sock_now_ns();
 }
 
 static int reg_ensure(void)
@@ -187,13 +192,25 @@ static struct san_sock *reg_remove(int fd)
 /*
  * B's 4-tuple, asked of the kernel the first time it is needed (a PROPOSE to find, a name to
  * bind), not at accept(): two system calls fewer for every connection that never switches.
- * reg_lock held.
+ * Asked outside reg_lock (every data call takes it), kept under it only if the number still
+ * names this sock (closed and reused meanwhile, it would be another socket's). A connection
+ * that cannot say (reset already) is not asked again.
  */
-static bool sock_tuple_locked(struct san_sock *s)
+static void sock_tuple_fill(struct san_sock *s)
 {
-	if (!s->tuple_known && san_owner_tuple(s->fd, &s->tuple) == 0)
-		s->tuple_known = true;
-	return s->tuple_known;
+	struct san_tuple t;
+	int r = san_owner_tuple(s->fd, &t);
+
+	pthread_mutex_lock(&reg_lock);
+	if (!s->tuple_known && reg && (unsigned int)s->fd < reg_size && reg[s->fd] == s) {
+		if (r == 0) {
+			s->tuple = t;
+			s->tuple_known = true;
+		} else {
+			s->tuple_failed = true;
+		}
+	}
+	pthread_mutex_unlock(&reg_lock);
 }
 
 bool san_sock_tuple(struct san_sock *s)
@@ -201,25 +218,48 @@ bool san_sock_tuple(struct san_sock *s)
 	bool r;
 
 	pthread_mutex_lock(&reg_lock);
-	r = sock_tuple_locked(s);
+	r = s->tuple_known;
 	pthread_mutex_unlock(&reg_lock);
+	if (!r) {
+		sock_tuple_fill(s);
+		pthread_mutex_lock(&reg_lock);
+		r = s->tuple_known;
+		pthread_mutex_unlock(&reg_lock);
+	}
 	return r;
 }
 
 struct san_sock *san_sock_find_tuple(const struct san_tuple *t)
 {
-	struct san_sock *s;
+	/* each round asks for up to 64 unknown tuples, which are then known or never asked again */
+	for (;;) {
+		struct san_sock *s, *todo[64];
+		int n = 0;
 
-	pthread_mutex_lock(&reg_lock);
-	for (s = reg_list; s; s = s->next)
-		if (s->role == SAN_UP_ROLE_B && reg && reg[s->fd] == s && sock_tuple_locked(s) &&
-		    !memcmp(&s->tuple.local, &t->local, sizeof(t->local)) &&
-		    !memcmp(&s->tuple.peer, &t->peer, sizeof(t->peer)))
+		pthread_mutex_lock(&reg_lock);
+		for (s = reg_list; s; s = s->next) {
+			if (s->role != SAN_UP_ROLE_B || !reg || reg[s->fd] != s)
+				continue;
+			if (s->tuple_known && !memcmp(&s->tuple.local, &t->local, sizeof(t->local)) &&
+			    !memcmp(&s->tuple.peer, &t->peer, sizeof(t->peer))) {
+				s->refs++;
+				pthread_mutex_unlock(&reg_lock);
+				return s;
+			}
+			if (!s->tuple_known && !s->tuple_failed && n < 64) {
+				s->refs++;
+				todo[n++] = s;
+			}
+		}
+		pthread_mutex_unlock(&reg_lock);
+		if (!n)
 			break;
-	if (s)
-		s->refs++;
-	pthread_mutex_unlock(&reg_lock);
-	return s;
+		for (int i = 0; i < n; i++) {
+			sock_tuple_fill(todo[i]);
+			san_sock_put(todo[i]);
+		}
+	}
+	return NULL;
 }
 
 static void sock_new(int fd, int role)
@@ -382,6 +422,19 @@ static void sock_windows(struct san_sock *s)
 		return;
 	san_shm_ring_cons_window(&s->rxr, sock_buf(s, SAN_FDF_RCVBUF, SO_RCVBUF));
 	s->snd_window = sock_buf(s, SAN_FDF_SNDBUF, SO_SNDBUF);
+}
+
+void san_sock_on_pass(int fd)
+{
+	struct san_sock *s = san_sock_get(fd);
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (!s->committed && !s->swapped && !s->dropped && !s->attempted)
+		san_sock_drop(s, SAN_R_STATE);
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
 }
 
 void san_sock_on_bufsize(int fd, bool snd)
@@ -832,7 +885,8 @@ static bool a_due(struct san_sock *s, bool send)
 /*
  * The process that answered our PROPOSE does not hold the connection: its owner has not named
  * it yet (a worker that accepted it and made no data call on it so far); or the owner's
- * receive was in the kernel, where it cannot be paused (BUSY: sock_direct). Try again at the
+ * receive was in the kernel, where it cannot be paused (BUSY: sock_direct); or no answer came
+ * within SAN_UP_RETRY_TIMEOUT_MS (an older build holding it for an accept()). Try again at the
  * next exchange, or after another SAN_SWITCH_BYTES, a few times. Lock held; false: give up.
  */
 bool san_sock_retry_later(struct san_sock *s)
@@ -852,10 +906,13 @@ bool san_sock_may_retry(const struct san_sock *s)
 	return s->role == SAN_UP_ROLE_A && s->late && s->up_tries + 1 < SAN_A_TRIES;
 }
 
-/* A sent on TCP: the exchange it belongs to has begun. Lock held. */
+/*
+ * Sent on TCP: the exchange it belongs to has begun. B's send before it received anything (a
+ * server's greeting) begins none: A counts its exchanges from its own first send. Lock held.
+ */
 static void a_sent(struct san_sock *s)
 {
-	if (!s->ex_sent) {
+	if (!s->ex_sent && (s->role == SAN_UP_ROLE_A || s->tcp_rx)) {
 		s->ex_sent = true;
 		s->ex_rx0 = s->tcp_rx;
 	}
@@ -871,6 +928,17 @@ static bool a_loopback(const struct san_addr *a)
 
 	return (!memcmp(a->addr, v4, 12) && a->addr[12] == 127) ||
 	       !memcmp(a->addr, in6addr_loopback.s6_addr, 16);
+}
+
+/*
+ * B: may the peer propose over shm (a name of our own is worth its socket and its fd then)?
+ * On this host, and shm allowed. Lock held.
+ */
+static bool b_peer_shm(struct san_sock *s)
+{
+	return san_prov_by_wire(SAN_PROV_SHM) && san_sock_tuple(s) &&
+	       (a_loopback(&s->tuple.peer) ||
+		!memcmp(s->tuple.peer.addr, s->tuple.local.addr, sizeof(s->tuple.peer.addr)));
 }
 
 /* -ENOTCONN: a nonblocking connect() still in progress, decide at a later call. */
@@ -957,11 +1025,12 @@ static void sock_before_io(struct san_sock *s, bool send)
 			s->policy_set = true;
 			s->late = local;
 		}
-		if (s->late && (!a_due(s, send) || s->in_kernel)) {
-			if (now_ns() > s->deadline_ns)
-				san_sock_drop(s, SAN_FB_NOT_ATTEMPTED); /* B's window is closing */
+		if (s->late && now_ns() > s->deadline_ns) {
+			san_sock_drop(s, SAN_FB_NOT_ATTEMPTED); /* B's window is closing */
 			return;
 		}
+		if (s->late && (!a_due(s, send) || s->in_kernel))
+			return;
 		/* Each provider in turn until one finds the peer (shm: on this host; verbs: RDMA). */
 		for (; p; p = san_prov_for_a(p)) {
 			s->prov = p;
@@ -974,8 +1043,10 @@ static void sock_before_io(struct san_sock *s, bool send)
 		 s->tx == SK_TX_TCP) {
 		if (now_ns() > s->deadline_ns)
 			san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
-		else if (!s->name_decided)
+		else if (!s->name_decided && b_peer_shm(s))
 			san_up_name_conn(s);
+		else
+			s->name_decided = true;
 	}
 }
 
@@ -1277,7 +1348,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 
 			mh.msg_iov = v;
 			mh.msg_iovlen = (size_t)cnt;
-			r = san_sys_sendmsg(s->tcp, &mh, flags | MSG_DONTWAIT);
+			/* MSG_NOSIGNAL: SIGPIPE is raised once, where the call ends (below) */
+			r = san_sys_sendmsg(s->tcp, &mh, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (r > 0) {
 				s->tcp_tx += (uint64_t)r;
 				a_sent(s);
@@ -1503,7 +1575,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			 * B: data from A with no PROPOSE handled, past the point where a switch
 			 * at the other end would have proposed (before its first byte with
 			 * SANSWITCH_SWITCH_AFTER 0, else before the send that begins its exchange
-			 * switch_after + 1; one exchange of slack): this peer never will. Close
+			 * switch_after + 1, and again at each of its next SAN_A_TRIES - 1
+			 * exchanges if refused): this peer never will. Close
 			 * the window now rather than after SAN_B_WINDOW_MS of the slower,
 			 * counted path. (Not on bytes: A's due point by bytes comes only at its
 			 * next call, and one blocking send may carry megabytes.)
@@ -1513,7 +1586,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 					s->ex_done++;
 					s->ex_sent = false;
 				}
-				if (!san_cfg.switch_after || s->ex_done > san_cfg.switch_after) {
+				if (!san_cfg.switch_after ||
+				    s->ex_done > san_cfg.switch_after + SAN_A_TRIES - 1) {
 					m->msg_flags = mh.msg_flags;
 					san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
 					waitfd = s->tcp; /* a MSG_WAITALL rest: the next round passes through */

@@ -69,7 +69,8 @@ struct san_sock {
 	bool dropped;	 /* stays TCP: the fd passes through from now on */
 	bool rd_shut;	 /* shutdown(SHUT_RD) on a switched fd: reads return 0 */
 	uint64_t deadline_ns; /* the window closes (CLOCK_MONOTONIC): A proposes, B takes one */
-	bool tuple_known;     /* tuple is filled in (A: sock_before_io; B: san_sock_tuple) */
+	bool tuple_known;     /* B: tuple is filled in (san_sock_tuple); A fills it when it proposes */
+	bool tuple_failed;    /* B: the kernel could not say (not asked again) */
 	struct conn_name *named; /* B: the connection's own side-channel name (san_up_name_conn) */
 	bool name_decided;	 /* B: named, or not to be named, in this process */
 	bool late;	      /* A: the peer is on this host: propose once due (a_due) */
@@ -79,7 +80,7 @@ struct san_sock {
 	uint32_t ex_done;     /* exchanges completed: sent, then received */
 	uint64_t ex_rx0;      /* tcp_rx when the current exchange's first send went */
 	uint32_t up_tries;    /* A: proposals that found another process than the owner */
-	uint32_t in_kernel;   /* A: calls in the kernel on the TCP socket (a_direct) */
+	uint32_t in_kernel;   /* calls in the kernel on the TCP socket (sock_direct), A or B */
 	uint32_t ex_retry;    /* A: ... the next one not before this exchange */
 	uint64_t retry_bytes; /* A: ... or these bytes over TCP */
 	enum san_sock_rx rx;
@@ -217,6 +218,8 @@ void san_sock_exit_close(void);
 /* exec(): inherited switched fds become sockets that read EOF (this process's copies only). */
 void san_sock_before_exec(void);
 
+/* A candidate's fd is about to be passed to another process (SCM_RIGHTS): it stays TCP. */
+void san_sock_on_pass(int fd);
 /* setsockopt(SO_SNDBUF or SO_RCVBUF) on a tracked fd succeeded (snd: which one). */
 void san_sock_on_bufsize(int fd, bool snd);
 /* Called by preload/ once the real call succeeded. */
@@ -275,6 +278,8 @@ void san_sock_fin_sent(struct san_sock *s);
 void san_sock_release_y(struct san_sock *s);
 void san_sock_flush_fin(struct san_sock *s);
 int san_sock_now_ms(void);
+/* CLOCK_MONOTONIC in nanoseconds (the windows' deadlines). */
+uint64_t san_sock_now_ns(void);
 int san_fd_hide(int fd);
 
 /* san_up.c: the upgrade (shm), and the pieces every provider's upgrade uses. */

@@ -36,6 +36,12 @@ struct san_shm_params {
 #define SAN_BULK_SIZE (2u * 1024u * 1024u)
 #define SAN_BULK_SIZE_MAX (64u * 1024u * 1024u)
 #define SAN_UP_TIMEOUT_MS 1000	 /* A: ACCEPT must come within this */
+/*
+ * ... when A will propose again if refused (SAN_CAP_RETRIES): a B that answers at once does in
+ * well under a millisecond; one that holds the PROPOSE (an older build, waiting for an accept())
+ * costs this call no more than this, and the connection another try.
+ */
+#define SAN_UP_RETRY_TIMEOUT_MS 50
 #define SAN_UP_COMMIT_WAIT_MS 5000 /* A: B's SWITCH after ours (B answers at once) */
 
 uint64_t san_up_nonce(void)
@@ -145,7 +151,8 @@ int san_up_fallback(struct san_sock *s, unsigned int reason)
 	if (s->ypeer >= 0)
 		san_sys_close(s->ypeer);
 	s->xfd = s->ylocal = s->ypeer = -1;
-	if ((reason == SAN_R_NOT_OWNER || reason == SAN_R_BUSY) && san_sock_retry_later(s))
+	if ((reason == SAN_R_NOT_OWNER || reason == SAN_R_BUSY || reason == SAN_R_TIMEOUT) &&
+	    san_sock_retry_later(s))
 		return 0;
 	san_sock_drop(s, reason);
 	return 0;
@@ -275,7 +282,8 @@ int san_up_a_run(struct san_sock *s)
 	if (r < 0)
 		return san_up_fallback(s, SAN_R_CHANNEL);
 
-	r = side_wait(s->side, &rx, true, SAN_UP_TIMEOUT_MS);
+	r = side_wait(s->side, &rx, true,
+		      (m.u.propose.caps & SAN_CAP_RETRIES) ? SAN_UP_RETRY_TIMEOUT_MS : SAN_UP_TIMEOUT_MS);
 	if (r == -ETIMEDOUT) {
 		side_abort(s->side, SAN_R_TIMEOUT);
 		return san_up_fallback(s, SAN_R_TIMEOUT);
@@ -533,9 +541,13 @@ static bool b_owner_may_come(const struct san_propose *p)
 	fd = san_owner_pid_fd_of_inode(getpid(), ino);
 	if (fd < 0)
 		return false;
-	/* a candidate: recorded just now (after our lookup), or about to be */
+	/*
+	 * A candidate recorded just now (after our lookup), or a number our accept() wrapper has
+	 * not even tracked yet (the kernel's accept() has returned, the wrapper runs next): it
+	 * may still come. One that stays TCP (SAN_FD_CONN) never will.
+	 */
 	f = san_fd_get(fd);
-	return f && san_fd_state(f) == SAN_FD_PASSIVE;
+	return !f || san_fd_state(f) == SAN_FD_PASSIVE;
 }
 
 /*
@@ -802,7 +814,7 @@ void san_up_name_conn(struct san_sock *s)
 {
 	struct san_sidechan_name n;
 	struct conn_name *cn;
-	uint64_t netns, now = san_sock_now_ms() * 1000000ull;
+	uint64_t netns, now = san_sock_now_ns();
 	int fd, r;
 
 	s->name_decided = true;
@@ -834,8 +846,13 @@ void san_up_name_conn(struct san_sock *s)
 
 void san_up_unname(struct san_sock *s)
 {
-	if (s->named && san_engine_call(conn_name_free, s->named) < 0)
-		free(s->named); /* the engine is gone (exit): its loop closes nothing more */
+	/*
+	 * Freed on the engine, which may be watching it. If the engine cannot take the work
+	 * (out of memory, or stopping at exit), the name stays as it is until its window's end
+	 * or the process's: never freed under a running watcher.
+	 */
+	if (s->named)
+		(void)san_engine_call(conn_name_free, s->named);
 	s->named = NULL;
 }
 

@@ -2,6 +2,7 @@
 #include "preload/san_preload.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Route a managed fd; SAN_PASS falls through to the real call in the wrapper. */
 #define SAN_ROUTE_SEND(fd, iov, cnt, flags)                                 \
@@ -31,9 +32,31 @@ SAN_EXPORT ssize_t sendto(int fd, const void *buf, size_t len, int flags, __CONS
 	return SAN_REAL(sendto)(fd, buf, len, flags, addr, alen);
 }
 
+/*
+ * A candidate connection handed to another process (SCM_RIGHTS) may be served there, by a
+ * number this process's engine knows nothing of: were it proposed, the MARK would be read
+ * there as data. Its window ends (it stays TCP) before it leaves.
+ */
+static void san_send_passing(const struct msghdr *msg)
+{
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR((struct msghdr *)msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t o = 0; o + sizeof(int) <= c->cmsg_len - CMSG_LEN(0); o += sizeof(int)) {
+			int pfd;
+
+			memcpy(&pfd, CMSG_DATA(c) + o, sizeof(int));
+			if (san_managed(pfd))
+				san_sock_on_pass(pfd);
+		}
+	}
+}
+
 SAN_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	SAN_ROUTE_SEND(fd, msg->msg_iov, msg->msg_iovlen, flags);
+	if (unlikely(msg->msg_controllen) && !san_fd_guarded())
+		san_send_passing(msg);
 	return SAN_REAL(sendmsg)(fd, msg, flags);
 }
 

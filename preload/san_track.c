@@ -2,6 +2,7 @@
 #include "preload/san_preload.h"
 
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "core/san_stats.h"
@@ -84,22 +85,31 @@ static int san_track_sockopt(int fd, int name)
  * listener pays) and the listener that it listens and speaks TCP; then served as ours: its side
  * channel's name, if no other process has it, or a name per connection (san_up_name_conn).
  */
+static pthread_mutex_t san_track_adopt_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static bool san_track_adopt(int lfd, int fd)
 {
-	int dom = san_track_sockopt(fd, SO_DOMAIN), e = errno;
+	int e = errno, dom = san_track_sockopt(fd, SO_DOMAIN);
+	bool ok = false;
 
-	if ((dom != AF_INET && dom != AF_INET6) || san_track_sockopt(lfd, SO_ACCEPTCONN) != 1 ||
-	    san_track_sockopt(lfd, SO_PROTOCOL) != IPPROTO_TCP ||
-	    san_fd_track(lfd, SAN_FD_TCP, dom == AF_INET6 ? SAN_FDF_INET6 : 0)) {
+	if (dom != AF_INET && dom != AF_INET6) {
 		errno = e;
 		return false;
 	}
+	/* Two threads accepting on it at once adopt it once (the loser finds it a listener). */
+	pthread_mutex_lock(&san_track_adopt_lock);
+	if (!san_fd_get(lfd) && san_track_sockopt(lfd, SO_ACCEPTCONN) == 1 &&
+	    san_track_sockopt(lfd, SO_PROTOCOL) == IPPROTO_TCP &&
+	    !san_fd_track(lfd, SAN_FD_TCP, dom == AF_INET6 ? SAN_FDF_INET6 : 0)) {
+		san_stats_track();
+		san_debug("fd %d: a TCP listener made elsewhere, adopted", lfd);
+		san_track_listen(lfd);
+		san_sock_on_listen(lfd);
+		ok = true;
+	}
+	pthread_mutex_unlock(&san_track_adopt_lock);
 	errno = e;
-	san_stats_track();
-	san_debug("fd %d: a TCP listener made elsewhere, adopted", lfd);
-	san_track_listen(lfd);
-	san_sock_on_listen(lfd);
-	return true;
+	return ok;
 }
 
 /* Only a tracked listener's connections are recorded; O_NONBLOCK is not inherited on Linux. */
@@ -108,9 +118,10 @@ void san_track_accept(int lfd, int fd, int flags)
 	struct san_fd *l = san_fd_get(lfd);
 	uint32_t fl;
 
-	if (!l && san_fd_slot(lfd) && !san_fd_guarded() && !san_cfg.disable &&
-	    san_track_adopt(lfd, fd))
+	if (!l && san_fd_slot(lfd) && !san_fd_guarded() && !san_cfg.disable) {
+		(void)san_track_adopt(lfd, fd);
 		l = san_fd_get(lfd);
+	}
 	if (!l || san_fd_state(l) != SAN_FD_LISTENER || san_fd_guarded()) {
 		san_track_new(fd, "accept");
 		return;

@@ -14,7 +14,10 @@ workers accept on the inherited listener, nginx style; the parent never accepts)
 makes one first only to learn a free port, and closes it), thread (one thread accepts, a new
 thread serves each connection), activated (the listener handed to an exec'd program, as systemd's
 socket activation does; the parent closes its copy), passed (an exec'd program
-receives the listener over a UNIX socket, SCM_RIGHTS; the parent closes its copy).
+receives the listener over a UNIX socket, SCM_RIGHTS; the parent closes its copy), handoff
+(the parent accepts each connection and hands it over SCM_RIGHTS to an exec'd program that
+serves it, keeping its own copy open: such a connection must stay TCP, since the process that
+would answer a proposal is not the one that reads it).
 Each request is a 8-byte length and the bytes; the reply is the bytes reversed; a connection is
 served until the client closes it. The client prints one line per connection: "conn I ok
 first_ms=T" (T: connect to the first whole reply), or exits 1 at the first wrong byte. Every
@@ -53,7 +56,9 @@ def serve_one(c):
 
 
 def say(role):
-    print("# pid %d %s" % (os.getpid(), role), flush=True)
+    # one write: the workers share the parent's stdout, and print() may write in two parts
+    sys.stdout.flush()
+    os.write(1, ("# pid %d %s\n" % (os.getpid(), role)).encode())
 
 
 def listener(port=0, reuseport=False):
@@ -83,6 +88,22 @@ def server(shape, portfile, conns):
             c, _ = lst.accept()
             serve_one(c)
         return 0
+    if shape == "handoff":
+        me = [sys.executable, os.path.abspath(__file__)]
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        kid = subprocess.Popen(me + ["serve-conns", str(b.fileno()), str(conns)],
+                               pass_fds=[b.fileno()])
+        b.close()
+        for _ in range(conns):
+            c, _ = lst.accept()
+            socket.send_fds(a, [b"C"], [c.fileno()])
+            # our copy stays open, unused, until the worker has served the connection (the
+            # client's EOF waits for the last copy's close)
+            if a.recv(1) != b"D":
+                return 1
+            c.close()
+        a.close()
+        return kid.wait()
     if shape in ("activated", "passed"):
         # The program that serves is exec'd: it never saw the listener made.
         me = [sys.executable, os.path.abspath(__file__)]
@@ -200,6 +221,16 @@ def serve_fd(fd, conns):
     return 0
 
 
+def serve_conns(fd, conns):
+    say("worker")
+    u = socket.socket(fileno=fd)
+    for _ in range(conns):
+        _, fds, _, _ = socket.recv_fds(u, 1, 1)
+        serve_one(socket.socket(fileno=fds[0]))
+        u.send(b"D")
+    return 0
+
+
 def serve_recv(fd, conns):
     u = socket.socket(fileno=fd)
     _, fds, _, _ = socket.recv_fds(u, 1, 1)
@@ -211,6 +242,8 @@ if __name__ == "__main__":
     a = sys.argv
     if a[1] == "serve-fd":
         sys.exit(serve_fd(int(a[2]), int(a[3])))
+    if a[1] == "serve-conns":
+        sys.exit(serve_conns(int(a[2]), int(a[3])))
     if a[1] == "serve-recv":
         sys.exit(serve_recv(int(a[2]), int(a[3])))
     if a[1] == "server":

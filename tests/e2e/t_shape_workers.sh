@@ -71,3 +71,11 @@ for size in 10 300000; do
 			"worst first request ${RUN_WORST} ms (TCP: $tcp ms)"
 	done
 done
+
+# A connection handed to another process over SCM_RIGHTS while the acceptor keeps its copy: the
+# acceptor's engine would answer a proposal for a connection another process reads (the MARK
+# would land in that process's data). It must stay TCP, its bytes intact.
+run handoff pre 10
+c=$(sum handoff.pre.10 client switched)
+[ "$c" -eq 0 ] || fail "handoff: expected every connection on TCP, $c switched"
+log "handoff over SCM_RIGHTS (the acceptor keeps its copy): $CONNS connections on TCP, bytes checked"
