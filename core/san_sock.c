@@ -262,15 +262,20 @@ struct san_sock *san_sock_find_tuple(const struct san_tuple *t)
 	return NULL;
 }
 
-static void sock_new(int fd, int role)
+/*
+ * A new candidate, not yet in the registry: the caller fills in what it knows, then
+ * sock_register() publishes it. NULL: the fd stays plain TCP (counted).
+ */
+static struct san_sock *sock_alloc(int fd, int role)
 {
-	struct san_sock *s;
+	struct san_sock *s = NULL;
 
-	if (san_cfg.disable || !san_prov_any())
-		goto plain;
-	s = calloc(1, sizeof(*s));
-	if (!s)
-		goto plain;
+	if (!san_cfg.disable && san_prov_any())
+		s = calloc(1, sizeof(*s));
+	if (!s) {
+		san_sock_drop_fd(fd, role == SAN_UP_ROLE_A, SAN_FB_NO_PROVIDER);
+		return NULL;
+	}
 	s->fd = fd;
 	s->role = role;
 	s->refs = 1;
@@ -281,22 +286,26 @@ static void sock_new(int fd, int role)
 	s->tx = SK_TX_TCP;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
-	s->deadline_ns = now_ns() + SAN_A_WINDOW_MS * 1000000ull;
-	if (role == SAN_UP_ROLE_B)
-		s->deadline_ns = now_ns() + SAN_B_WINDOW_MS * 1000000ull;
+	s->deadline_ns = now_ns() +
+			 (role == SAN_UP_ROLE_B ? SAN_B_WINDOW_MS : SAN_A_WINDOW_MS) * 1000000ull;
+	return s;
+}
+
+static void sock_register(struct san_sock *s)
+{
+	int fd = s->fd;
+
 	pthread_mutex_lock(&reg_lock);
 	if (reg_ensure() < 0 || (unsigned int)fd >= reg_size || reg[fd]) {
 		pthread_mutex_unlock(&reg_lock);
+		san_sock_drop_fd(fd, s->role == SAN_UP_ROLE_A, SAN_FB_NO_PROVIDER);
 		sock_free(s);
-		goto plain;
+		return;
 	}
 	reg[fd] = s;
 	s->next = reg_list;
 	reg_list = s;
 	pthread_mutex_unlock(&reg_lock);
-	return;
-plain:
-	san_sock_drop_fd(fd, role == SAN_UP_ROLE_A, SAN_FB_NO_PROVIDER);
 }
 
 /*
@@ -320,14 +329,11 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 	struct san_sock *s;
 
 	if (f && san_fd_state(f) == SAN_FD_ACTIVE && !(san_fd_flags(f) & SAN_FDF_DUP)) {
-		sock_new(fd, SAN_UP_ROLE_A);
+		if (!(s = sock_alloc(fd, SAN_UP_ROLE_A)))
+			return;
 		/* the peer's address as given: a loopback peer needs no getsockname/getpeername */
-		if ((s = san_sock_get(fd))) {
-			pthread_mutex_lock(&s->lock);
-			s->to_known = san_owner_addr(to, len, &s->tuple.peer) == 0;
-			pthread_mutex_unlock(&s->lock);
-			san_sock_put(s);
-		}
+		s->to_known = san_owner_addr(to, len, &s->tuple.peer) == 0;
+		sock_register(s);
 	} else {
 		san_sock_drop_fd(fd, true, SAN_R_STATE);
 	}
@@ -342,14 +348,11 @@ void san_sock_on_accept(int lfd, int fd)
 		san_sock_drop_fd(fd, false, SAN_FB_NO_PROVIDER);
 		return;
 	}
-	if (!san_fd_get(fd))
+	if (!san_fd_get(fd) || !(s = sock_alloc(fd, SAN_UP_ROLE_B)))
 		return;
-	sock_new(fd, SAN_UP_ROLE_B);
 	/* the PROPOSE comes to the listener's name if we serve it, else to the connection's */
-	if (san_up_serves(lfd) && (s = san_sock_get(fd))) {
-		s->name_decided = true;
-		san_sock_put(s);
-	}
+	s->name_decided = san_up_serves(lfd);
+	sock_register(s);
 }
 
 void san_sock_on_listen(int fd)
@@ -924,10 +927,14 @@ static void a_sent(struct san_sock *s)
  */
 static bool a_loopback(const struct san_addr *a)
 {
-	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+	return (san_addr_is_v4(a) && a->addr[12] == 127) ||
+	       !memcmp(a->addr, in6addr_loopback.s6_addr, sizeof(a->addr));
+}
 
-	return (!memcmp(a->addr, v4, 12) && a->addr[12] == 127) ||
-	       !memcmp(a->addr, in6addr_loopback.s6_addr, 16);
+/* The tuple's peer is on this host: a loopback address, or our own address. */
+static bool peer_on_host(const struct san_tuple *t)
+{
+	return a_loopback(&t->peer) || !memcmp(t->peer.addr, t->local.addr, sizeof(t->peer.addr));
 }
 
 /*
@@ -936,9 +943,7 @@ static bool a_loopback(const struct san_addr *a)
  */
 static bool b_peer_shm(struct san_sock *s)
 {
-	return san_prov_by_wire(SAN_PROV_SHM) && san_sock_tuple(s) &&
-	       (a_loopback(&s->tuple.peer) ||
-		!memcmp(s->tuple.peer.addr, s->tuple.local.addr, sizeof(s->tuple.peer.addr)));
+	return san_prov_by_wire(SAN_PROV_SHM) && san_sock_tuple(s) && peer_on_host(&s->tuple);
 }
 
 /* -ENOTCONN: a nonblocking connect() still in progress, decide at a later call. */
@@ -953,8 +958,7 @@ static int a_peer_local(struct san_sock *s, bool *local)
 	r = san_owner_tuple(s->fd, &s->tuple);
 	if (r == -ENOTCONN)
 		return r;
-	*local = r == 0 && (a_loopback(&s->tuple.peer) ||
-			    !memcmp(s->tuple.peer.addr, s->tuple.local.addr, 16));
+	*local = r == 0 && peer_on_host(&s->tuple);
 	return 0;
 }
 
