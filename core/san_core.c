@@ -42,8 +42,17 @@ void san_core_atfork_child(void)
 }
 
 /*
- * Runs in the parent after every fork(): connections the child now shares can no longer be
- * counted byte for byte, so the ones not switched yet stay TCP (see san_sock_atfork_parent).
+ * Runs before every fork(): the kernel's counts of each connection not switched yet, taken
+ * while ours are exact (san_sock_atfork_prepare).
+ */
+void san_core_atfork_prepare(void)
+{
+	san_sock_atfork_prepare();
+}
+
+/*
+ * Runs in the parent after every fork(): connections the child now shares switch only in a
+ * process that holds them alone, with the counts still the kernel's (san_sock_atfork_parent).
  */
 void san_core_atfork_parent(void)
 {

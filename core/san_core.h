@@ -4,6 +4,7 @@
 
 void san_core_init(void);
 void san_core_atfork_child(void);
+void san_core_atfork_prepare(void);
 void san_core_atfork_parent(void);
 void san_core_before_exec(void);
 void san_core_exit(void);

@@ -43,6 +43,7 @@ enum san_fd_state {
 #define SAN_FDF_COMMITTED 0x40u /* its connection committed to the SAN (exec must not hand it on) */
 #define SAN_FDF_SNDBUF 0x80u	/* the application set SO_SNDBUF (the kernel's lock: no autotuning) */
 #define SAN_FDF_RCVBUF 0x100u	/* the application set SO_RCVBUF */
+#define SAN_FDF_FORKED 0x200u	/* a fork() copied its connection: another process may hold it */
 
 /*
  * One slot per fd number, zero when untracked (a fresh mmap page is already

@@ -6,10 +6,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "core/san_config.h"
 #include "core/san_fdtable.h"
+#include "core/san_forked.h"
 #include "core/san_log.h"
 #include "core/san_sock.h"
 #include "core/san_sig.h"
@@ -26,6 +28,7 @@
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct san_sock **reg;
 static unsigned int reg_size;
+static unsigned int b_untouched; /* B candidates not yet touched (san_sock_any_untouched) */
 static struct san_sock *reg_list;
 
 #define SAN_B_WINDOW_MS 5000 /* B: how long after accept() a PROPOSE may come */
@@ -163,6 +166,8 @@ void san_sock_put(struct san_sock *s)
 			}
 	}
 	pthread_mutex_unlock(&reg_lock);
+	if (last && s->role == SAN_UP_ROLE_B && !s->touched)
+		__atomic_sub_fetch(&b_untouched, 1, __ATOMIC_RELAXED);
 	if (last)
 		sock_free(s);
 }
@@ -226,6 +231,42 @@ bool san_sock_tuple(struct san_sock *s)
 		r = s->tuple_known;
 		pthread_mutex_unlock(&reg_lock);
 	}
+	return r;
+}
+
+bool san_sock_any_untouched(void)
+{
+	return __atomic_load_n(&b_untouched, __ATOMIC_RELAXED) != 0;
+}
+
+/* Lock held. */
+static void sock_touch(struct san_sock *s)
+{
+	if (s->touched || s->role != SAN_UP_ROLE_B)
+		return;
+	s->touched = true;
+	__atomic_sub_fetch(&b_untouched, 1, __ATOMIC_RELAXED);
+}
+
+void san_sock_touch_fd(int fd)
+{
+	struct san_sock *s = san_sock_get(fd);
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->lock);
+	sock_touch(s);
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
+}
+
+bool san_sock_current(struct san_sock *s)
+{
+	bool r;
+
+	pthread_mutex_lock(&reg_lock);
+	r = reg && s->fd >= 0 && (unsigned int)s->fd < reg_size && reg[s->fd] == s;
+	pthread_mutex_unlock(&reg_lock);
 	return r;
 }
 
@@ -352,6 +393,7 @@ void san_sock_on_accept(int lfd, int fd)
 		return;
 	/* the PROPOSE comes to the listener's name if we serve it, else to the connection's */
 	s->name_decided = san_up_serves(lfd);
+	__atomic_add_fetch(&b_untouched, 1, __ATOMIC_RELAXED);
 	sock_register(s);
 }
 
@@ -975,10 +1017,11 @@ static int a_peer_local(struct san_sock *s, bool *local)
  * B's receives, while it has sent nothing and received less than a quarter of what makes A
  * due by bytes (a first request): A cannot be due by exchanges then (it has received nothing),
  * and a PROPOSE that comes while such a receive is in the kernel, where it cannot be paused, is
- * refused BUSY at once (A proposes again later: san_sock_retry_later). Only under the policy
- * that makes A wait (SANSWITCH_SWITCH_AFTER > 0: an A of its own configuration with 0 proposes
- * before any byte, and does not propose again), and only where no PROPOSE can come from another
- * host (verbs proposes in the first data call too). B's sends stay on the candidate's path: its
+ * held briefly or refused BUSY (san_up.c, b_receive_returns_soon; A proposes again later:
+ * san_sock_retry_later). Only under the policy that makes A wait (SANSWITCH_SWITCH_AFTER > 0:
+ * an A of its own configuration with 0 proposes before any byte, and does not propose again),
+ * and only where no PROPOSE can come from another host (verbs proposes in the first data call
+ * too). B's sends stay on the candidate's path: its
  * switch-over offset is taken by the engine, which cannot wait for a send in the kernel.
  */
 static bool sock_direct_ok(const struct san_sock *s, bool send)
@@ -1011,9 +1054,28 @@ static ssize_t sock_direct(struct san_sock *s, struct msghdr *m, int flags, bool
 	return r;
 }
 
+/*
+ * A forked A proposes only alone and with its counts the kernel's (san_sock_atfork_prepare);
+ * while another process holds the connection (a parent that has not closed its copy yet), at
+ * a later exchange. Lock held; false: not now (perhaps dropped).
+ */
+static bool a_forked_may(struct san_sock *s)
+{
+	int r = san_sock_forked_alone(s);
+
+	if (r == -EBUSY && san_sock_retry_later(s))
+		return false;
+	if (r || !san_sock_forked_ok(s)) {
+		san_sock_drop(s, SAN_R_STATE);
+		return false;
+	}
+	return true;
+}
+
 /* A's upgrade runs in a data call once due; B's window may have closed. Lock held. */
 static void sock_before_io(struct san_sock *s, bool send)
 {
+	sock_touch(s);
 	if (s->role == SAN_UP_ROLE_A && !s->attempted) {
 		const struct san_prov_ops *p = san_prov_for_a(NULL);
 
@@ -1034,6 +1096,8 @@ static void sock_before_io(struct san_sock *s, bool send)
 			return;
 		}
 		if (s->late && (!a_due(s, send) || s->in_kernel))
+			return;
+		if (s->forked && !a_forked_may(s))
 			return;
 		/* Each provider in turn until one finds the peer (shm: on this host; verbs: RDMA). */
 		for (; p; p = san_prov_for_a(p)) {
@@ -1892,6 +1956,8 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	if (!s)
 		return SAN_PASS;
 	pthread_mutex_lock(&s->lock);
+	if (op != EPOLL_CTL_DEL)
+		sock_touch(s);
 	if (s->tx_mute && op != EPOLL_CTL_DEL && ev && tx_mutable(ev) && fd == s->fd &&
 	    !s->swapped) {
 		/* the ring is full: no EPOLLOUT until room comes (san_sock_tx_mute), which the
@@ -1994,11 +2060,55 @@ int san_sock_passthrough(int fd)
 }
 
 /*
- * After fork() the child may move bytes on a connection we have not switched yet, bytes our
- * counters never see: the switch-over offsets would be wrong (the peer's check of X would
- * reset the connection). Such connections stay TCP. Switched ones stay with the parent (the
- * child's copies are orphaned, san_sock_atfork_child).
+ * fork() copies every connection not switched yet, and either process may go on with it: a
+ * server that accepts and forks a child to serve (the parent closes its copy), a client that
+ * connects and lets a child talk, a program that forks a helper (the helper never touches it).
+ * Each copy stays a candidate, marked forked: it switches in the one process that holds it
+ * when the time comes, and only if the bytes it counted are where the kernel's stream is
+ * (san_sock_forked_ok). So the kernel's counts are taken here, at the first fork, while ours
+ * are exact: a send or receive of another thread in the kernel now (in_kernel) would make them
+ * disagree, and such a candidate stays TCP. At a later fork the first counts stay: taken again,
+ * they would hide what another copy moved since.
  */
+void san_sock_atfork_prepare(void)
+{
+	struct san_sock *s, **list;
+	size_t n = 0, cap = 0;
+
+	/* each one's lock is taken outside reg_lock (a close takes them the other way round) */
+	pthread_mutex_lock(&reg_lock);
+	for (s = reg_list; s; s = s->next)
+		cap++;
+	pthread_mutex_unlock(&reg_lock);
+	list = cap ? malloc(cap * sizeof(*list)) : NULL;
+	if (!list)
+		return; /* none, or no memory: the copies stay TCP (san_sock_atfork_parent) */
+	pthread_mutex_lock(&reg_lock);
+	for (s = reg_list; s && n < cap; s = s->next)
+		if (!s->dropped && !s->attempted && reg && reg[s->fd] == s && !s->forked) {
+			s->refs++;
+			list[n++] = s;
+		}
+	pthread_mutex_unlock(&reg_lock);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t ktx, krx;
+
+		s = list[i];
+		pthread_mutex_lock(&s->lock);
+		s->fork_base_ok = !s->dropped && !s->attempted && !s->in_kernel &&
+				  s->rx == SK_RX_TCP && s->tx == SK_TX_TCP &&
+				  san_forked_kernel_counts(s->tcp, &ktx, &krx) == 0;
+		if (s->fork_base_ok) {
+			s->fork_dtx = (int64_t)(ktx - s->tcp_tx);
+			s->fork_drx = (int64_t)(krx - s->tcp_rx);
+		}
+		pthread_mutex_unlock(&s->lock);
+		san_sock_put(s);
+	}
+	free(list);
+}
+
+/* After fork(), in the parent: the copies it made are forked; those without counts stay TCP. */
 void san_sock_atfork_parent(void)
 {
 	struct san_sock *list[64];
@@ -2009,9 +2119,13 @@ void san_sock_atfork_parent(void)
 		n = 0;
 		pthread_mutex_lock(&reg_lock);
 		for (s = reg_list; s && n < 64; s = s->next)
-			if (!s->dropped && !s->attempted && reg && reg[s->fd] == s) {
+			if (!s->dropped && !s->attempted && reg && reg[s->fd] == s &&
+			    !s->fork_base_ok) {
 				s->refs++;
 				list[n++] = s;
+			} else if (!s->dropped && !s->attempted) {
+				s->forked = true;
+				(void)san_fd_set_flags(s->fd, SAN_FDF_FORKED, 0);
 			}
 		pthread_mutex_unlock(&reg_lock);
 		for (i = 0; i < n; i++) {
@@ -2022,6 +2136,38 @@ void san_sock_atfork_parent(void)
 			san_sock_put(list[i]);
 		}
 	} while (n == 64);
+}
+
+/*
+ * Before a forked candidate switches: no other process of the family holds it (the holders'
+ * scan, outside any lock: it reads /proc). 0: alone; -EBUSY: another holds it (perhaps only
+ * until its close: try later); -E2BIG: the family is too large to look at.
+ */
+int san_sock_forked_alone(struct san_sock *s)
+{
+	struct stat st;
+	int r;
+
+	if (!s->forked)
+		return 0;
+	if (fstat(s->tcp, &st) < 0)
+		return -EBADF;
+	r = san_forked_others_hold((uint64_t)st.st_ino);
+	return r == 1 ? -EBUSY : r;
+}
+
+/*
+ * ... and the bytes we counted each way are the kernel's, less what they were at the fork:
+ * nobody else moved any. Lock held, no call of ours in the kernel (in_kernel == 0).
+ */
+bool san_sock_forked_ok(struct san_sock *s)
+{
+	uint64_t ktx, krx;
+
+	if (!s->forked)
+		return true;
+	return s->fork_base_ok && !s->in_kernel && san_forked_kernel_counts(s->tcp, &ktx, &krx) == 0 &&
+	       (int64_t)(ktx - s->tcp_tx) == s->fork_dtx && (int64_t)(krx - s->tcp_rx) == s->fork_drx;
 }
 
 /*
@@ -2100,7 +2246,9 @@ void san_sock_before_exec(void)
 /*
  * The child of fork() shares the rings with its parent; two consumers would corrupt them, so
  * the child's switched connections fail cleanly (ECONNRESET) while the parent keeps them.
- * Candidates stay TCP in the child. Single-threaded here: locks are re-initialised.
+ * Candidates stay candidates, forked (san_sock_atfork_prepare), unless their counts could not
+ * be taken. Single-threaded here: locks are re-initialised, and no call of ours is in the
+ * kernel.
  */
 void san_sock_atfork_child(void)
 {
@@ -2108,6 +2256,7 @@ void san_sock_atfork_child(void)
 
 	pthread_mutex_init(&reg_lock, NULL);
 	n_tx_mute = 0;
+	b_untouched = 0;
 	san_prov_atfork_child();
 	for (s = reg_list; s; s = s->next) {
 		pthread_mutex_init(&s->lock, NULL);
@@ -2125,6 +2274,12 @@ void san_sock_atfork_child(void)
 			s->err = -ECONNRESET;
 			/* the offers in the shared slots are the parent's: never settle them here */
 			s->src_out = s->direct_out = s->direct_claimed = false;
+		} else if (!s->dropped && !s->attempted && s->fork_base_ok) {
+			s->forked = true;
+			s->in_kernel = 0;
+			/* the parent's calls and waits were the parent's */
+			s->touched = false;
+			(void)san_fd_set_flags(s->fd, SAN_FDF_FORKED, 0);
 		} else if (!s->dropped) {
 			s->dropped = true;
 			if (reg && reg[s->fd] == s) {
@@ -2133,6 +2288,8 @@ void san_sock_atfork_child(void)
 			}
 			san_sock_drop_fd(s->fd, s->role == SAN_UP_ROLE_A, SAN_R_STATE);
 		}
+		if (s->role == SAN_UP_ROLE_B && !s->touched)
+			b_untouched++; /* (sock_touch or the last san_sock_put takes it back) */
 	}
 }
 

@@ -83,6 +83,10 @@ struct san_sock {
 	uint32_t in_kernel;   /* calls in the kernel on the TCP socket (sock_direct), A or B */
 	uint32_t ex_retry;    /* A: ... the next one not before this exchange */
 	uint64_t retry_bytes; /* A: ... or these bytes over TCP */
+	bool touched;	      /* B: this process made a data call or a wait on it (san_sock_touch) */
+	bool forked;	      /* a fork() copied it: another process may hold it too */
+	bool fork_base_ok;    /* the kernel's counts were taken at the fork, as below */
+	int64_t fork_dtx, fork_drx; /* the kernel's count minus ours, each way, at the fork */
 	enum san_sock_rx rx;
 	enum san_sock_tx tx;
 	uint64_t tcp_tx, tcp_rx; /* application bytes moved over TCP */
@@ -194,14 +198,22 @@ struct san_sock *san_sock_get(int fd);
 void san_sock_put(struct san_sock *s);
 void san_sock_hold(struct san_sock *s);
 
+/* Does its fd number still name it (not closed meanwhile)? */
+bool san_sock_current(struct san_sock *s);
 /* True if fd has a sock (a retried connect() must not make a second one). */
 bool san_sock_known(int fd);
 /* A candidate is left on TCP (0); a switched fd cannot be (-EINVAL). For splice(). */
 int san_sock_passthrough(int fd);
 /* fork(): the child's copies of switched connections are orphaned (ECONNRESET). */
 void san_sock_atfork_child(void);
-/* fork(), in the parent: candidates are shared with the child now, and stay TCP. */
+/* fork(), before: the kernel's counts of each candidate (see san_sock.c). */
+void san_sock_atfork_prepare(void);
+/* fork(), in the parent: candidates are shared with the child now (forked). */
 void san_sock_atfork_parent(void);
+/* A forked candidate: 0 if no other process holds it, -EBUSY, or -E2BIG (san_forked.h). */
+int san_sock_forked_alone(struct san_sock *s);
+/* ... and its counts are still the kernel's (lock held). True for one never forked. */
+bool san_sock_forked_ok(struct san_sock *s);
 /*
  * The process exits (the stats line): a connection committed to the SAN whose application
  * never read past the peer's MARK still holds its TCP number; count it as switched, with the
@@ -254,6 +266,16 @@ int san_sock_anchor(int fd);
  */
 int san_sock_tx_wait_fd(int fd);
 bool san_sock_any_tx_mute(void);
+
+/*
+ * B answers a PROPOSE only for a connection its process has touched: a data call, an
+ * epoll_ctl, a poll or select that holds it. One it only accepted may be on its way to a fork
+ * child (accept, fork, close: the child serves it), and the switch would be the parent's.
+ * san_sock_any_untouched() is false while no candidate waits for its first touch (the wait
+ * wrappers then look at nothing); san_sock_touch_fd() marks fd's candidate, if it has one.
+ */
+bool san_sock_any_untouched(void);
+void san_sock_touch_fd(int fd);
 /* Wait hint: spin on switched connections before a blocking wait (microseconds). */
 unsigned int san_sock_spin_us(void);
 /* A spin ended: it found something (true) or ran out (false); adapts san_sock_spin_us(). */

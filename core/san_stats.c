@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/san_log.h"
+#include "core/san_forked.h"
 #include "core/san_stats.h"
 #include "core/san_sock.h"
 
@@ -675,6 +676,7 @@ enum san_fd_state san_stats_fd_close(int fd)
 {
 	struct san_fd *f = san_fd_get(fd);
 	enum san_fd_state state, old;
+	struct stat st;
 	unsigned int reason;
 	bool active;
 
@@ -684,6 +686,10 @@ enum san_fd_state san_stats_fd_close(int fd)
 	if (!san_stats_enabled() || !san_stats_is_conn(state))
 		return san_fd_clear(fd);
 	san_stats_conn_kind(f, state, &active, &reason);
+	if (unlikely(san_fd_flags(f) & SAN_FDF_FORKED) && !fstat(fd, &st) &&
+	    san_forked_others_hold((uint64_t)st.st_ino) == 1)
+		/* the connection goes on in another process, which counts its end */
+		return san_fd_clear(fd);
 	if (likely(!(san_fd_flags(f) & SAN_FDF_DUP))) {
 		san_stats_conn_end(fd, active, reason);
 		return san_fd_clear(fd);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -88,6 +89,15 @@ static inline int san_sys_setsockopt_int(int fd, int level, int opt, int val)
 static inline int san_sys_shutdown(int fd, int how)
 {
 	return (int)SAN_SYS(SYS_shutdown, (long)fd, (long)how);
+}
+
+/* Bytes waiting in a socket's receive queue (SIOCINQ, as FIONREAD), or -errno. */
+static inline int san_sys_inq(int fd)
+{
+	int n = 0;
+	long r = SAN_SYS(SYS_ioctl, (long)fd, (long)FIONREAD, &n);
+
+	return r < 0 ? (int)r : n;
 }
 
 #endif /* SAN_SYS_H */

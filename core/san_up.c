@@ -404,8 +404,8 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	struct san_tuple t;
 	struct san_sock *s;
 	struct san_msg m = { .type = SAN_T_ACCEPT };
-	int x = -1, y = -1;
-	bool ok;
+	int x = -1, y = -1, held;
+	bool ok, untouched;
 
 	if (p->ver_min > SAN_PROTO_VERSION || p->ver_max < SAN_PROTO_VERSION)
 		return SAN_R_VERSION;
@@ -419,18 +419,43 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	if (!s)
 		return SAN_R_NOT_OWNER;
 	c->s = s;
+	pthread_mutex_lock(&s->lock);
+	ok = !s->in_kernel;
+	/*
+	 * Accepted, not yet read, waited on or registered: perhaps on its way to a fork child that
+	 * will serve it (san_sock.h, san_sock_any_untouched). Refused when A will propose again,
+	 * or when the fork has happened; a last proposal for one never forked is taken, as before
+	 * (A may be waiting in its first data call for an answer the application's first touch
+	 * would come only after: a client's receive of a server's greeting). Never when A is this
+	 * process: its one thread may be the one that proposes.
+	 */
+	untouched = !s->touched && ((p->caps & SAN_CAP_RETRIES) || s->forked) &&
+		    rx->cred.pid != getpid();
+	pthread_mutex_unlock(&s->lock);
+	if (!ok)
+		return SAN_R_BUSY; /* a receive in the kernel cannot be paused (sock_direct) */
+	if (untouched)
+		return SAN_R_NOT_OWNER;
+	/*
+	 * A fork copied it: only while we hold it alone. Another process holding it (a parent
+	 * that has not closed its copy yet, or its child, which will serve it) makes A try again.
+	 */
+	held = san_sock_forked_alone(s);
+	if (held)
+		return held == -EBUSY ? SAN_R_BUSY : SAN_R_NOT_OWNER;
 	{
 		struct san_owner_proof pf = { .pid = rx->cred.pid, .pidfd = rx->pidfd,
 					      .fd_hint = prm.fd_hint };
 
 		if (san_owner_check_cred(&rx->cred) < 0 || san_owner_prove(s->fd, &pf) < 0)
-			return SAN_R_CREDENTIALS;
+			/* (our own number closed meanwhile: a forked copy's parent lets go) */
+			return san_sock_current(s) ? SAN_R_CREDENTIALS : SAN_R_NOT_OWNER;
 	}
 	if (san_up_pair(&x, &y) < 0)
 		return SAN_R_RESOURCES;
 	pthread_mutex_lock(&s->lock);
 	if (s->in_kernel) {
-		/* a receive in the kernel cannot be paused (san_sock.c, sock_direct): later */
+		/* one began since the check above */
 		pthread_mutex_unlock(&s->lock);
 		san_sys_close(x);
 		san_sys_close(y);
@@ -438,6 +463,11 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	}
 	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
 	     s->tx == SK_TX_TCP && !s->ep_overflow;
+	if (ok && !san_sock_forked_ok(s)) {
+		/* another process moved bytes on it */
+		san_sock_drop(s, SAN_R_STATE);
+		ok = false;
+	}
 	if (ok && map_rings(s, rx->fd, prm.ring_size, prm.bulk_size, false, false) < 0) {
 		san_up_unmap(s);
 		ok = false;
@@ -519,6 +549,7 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 }
 
 #define SAN_B_ACCEPT_TRIES 100 /* x 5 ms: how long a PROPOSE may wait for accept() */
+#define SAN_B_BUSY_TRIES 20    /* x 1 ms: how long it may wait for a receive in the kernel */
 
 /*
  * A PROPOSE names a connection none of ours has. It is worth waiting for only while no
@@ -551,6 +582,19 @@ static bool b_owner_may_come(const struct san_propose *p)
 }
 
 /*
+ * BUSY: B's receive is in the kernel (sock_direct). With bytes waiting in the socket it returns
+ * as soon as its thread runs, so the PROPOSE is worth holding a little: A proposes by bytes
+ * (256 KiB sent), and on loopback its sends do not wait for ours, so a receiver whose thread has
+ * been woken but not yet run (two CPUs, a busy peer) would otherwise see all of A's tries
+ * refused within a millisecond (t_switch_policy's bulk case, 1 run in 5). With nothing waiting,
+ * the receive waits for A, and A waits for our answer: refuse at once.
+ */
+static bool b_receive_returns_soon(struct san_sock *s)
+{
+	return san_sys_inq(s->tcp) > 0;
+}
+
+/*
  * A PROPOSE: answer it, or (no such connection yet: the application has not accepted it)
  * look again in a few milliseconds, within A's ACCEPT timeout.
  */
@@ -562,6 +606,11 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 	if (why == SAN_R_NOT_OWNER && !(c->prx.msg.u.propose.caps & SAN_CAP_RETRIES) &&
 	    ++c->tries < SAN_B_ACCEPT_TRIES && b_owner_may_come(&c->prx.msg.u.propose)) {
 		ev_timer_set(&c->retry, 0.005, 0.);
+		ev_timer_start(loop, &c->retry);
+		return;
+	}
+	if (why == SAN_R_BUSY && ++c->tries < SAN_B_BUSY_TRIES && b_receive_returns_soon(c->s)) {
+		ev_timer_set(&c->retry, 0.001, 0.);
 		ev_timer_start(loop, &c->retry);
 		return;
 	}

@@ -82,7 +82,7 @@ static void san_real_init_once(void)
 	 */
 	/* Child handlers run in registration order: the owner first, the core may write the table. */
 	pthread_atfork(NULL, NULL, san_real_atfork_child);
-	pthread_atfork(NULL, san_core_atfork_parent, san_core_atfork_child);
+	pthread_atfork(san_core_atfork_prepare, san_core_atfork_parent, san_core_atfork_child);
 	san_debug("loaded: fd table of %u slots", san_fdt.size);
 	/* dlsym() and friends may set errno; a wrapper's success must not show it. */
 	errno = saved;

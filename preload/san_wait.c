@@ -102,6 +102,33 @@ static int pollx_end(struct pollx *x, struct pollfd *fds, nfds_t nfds, int r)
 	return r;
 }
 
+/*
+ * A poll or select that holds a candidate this process accepted but has not touched yet
+ * touches it (san_sock_any_untouched): from now on a PROPOSE for it is answered here.
+ */
+static bool untouched_fd(int fd)
+{
+	struct san_fd *f = san_fd_slot(fd);
+
+	return f && san_fd_state(f) == SAN_FD_PASSIVE;
+}
+
+static void touch_pollfds(const struct pollfd *fds, nfds_t nfds)
+{
+	for (nfds_t i = 0; i < nfds; i++)
+		if (untouched_fd(fds[i].fd))
+			san_sock_touch_fd(fds[i].fd);
+}
+
+static void touch_fdsets(int nfds, const fd_set *r, const fd_set *w)
+{
+	if (nfds < 0 || nfds > FD_SETSIZE)
+		return;
+	for (int fd = 0; fd < nfds; fd++)
+		if (((r && FD_ISSET(fd, r)) || (w && FD_ISSET(fd, w))) && untouched_fd(fd))
+			san_sock_touch_fd(fd);
+}
+
 /* One call of the poll family as the application made it. */
 struct pcall {
 	int ms;			   /* poll's timeout (ppoll's, rounded, for the spin) */
@@ -135,6 +162,8 @@ static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 	bool chk = c->chk != 0;
 	int r = 0;
 
+	if (unlikely(san_sock_any_untouched()))
+		touch_pollfds(fds, nfds);
 	if (unlikely(san_sock_any_tx_mute()) && (!chk || c->chk / sizeof(*fds) >= nfds) &&
 	    (!c->by_ts || SAN_REAL(ppoll)) && pollx_begin(&x, fds, nfds))
 		chk = false;
@@ -299,6 +328,8 @@ static void sets_restore(const struct san_fdsets *s, int nfds, fd_set *r, fd_set
 SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds,
 		      fd_set *__restrict efds, struct timeval *__restrict timeout)
 {
+	if (unlikely(san_sock_any_untouched()))
+		touch_fdsets(nfds, rfds, wfds);
 	if (unlikely(select_muted(nfds, wfds))) {
 		struct timespec ts;
 		int r;
@@ -333,6 +364,8 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 		       fd_set *__restrict efds, const struct timespec *__restrict timeout,
 		       const sigset_t *__restrict sigmask)
 {
+	if (unlikely(san_sock_any_untouched()))
+		touch_fdsets(nfds, rfds, wfds);
 	if (unlikely(select_muted(nfds, wfds))) {
 		int r = select_by_poll(nfds, rfds, wfds, efds, timeout, sigmask);
 

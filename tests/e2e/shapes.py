@@ -2,13 +2,17 @@
 """shapes.py — one server shape and its client, for t_shape_*.sh.
 
   shapes.py server SHAPE PORTFILE CONNS     serve CONNS connections in SHAPE, then exit 0
-  shapes.py client PORT CONNS SIZE REQS [CHUNK]
+  shapes.py client PORT CONNS SIZE REQS [CHUNK [FORK]]
                                             CONNS connections in turn: connect, REQS times send
                                             SIZE bytes (in sends of CHUNK bytes after the 8-byte
                                             length, if given) and read the reply (the bytes
-                                            back, reversed), close
+                                            back, reversed), close; FORK=1: after connect(), a
+                                            forked child talks and the parent closes its copy
 
-Shapes: single (one process accepts and serves), workers (the parent listens; two forked
+Shapes: single (one process accepts and serves), fork (the parent accepts, a forked child
+serves each connection, the parent closes its copy; forkshared: the parent keeps its copy
+until the child is done; forkmoved: the parent reads the first request's length before it
+closes its copy; forkhelper: a forked child closes its copy and exits, the parent serves), workers (the parent listens; two forked
 workers accept on the inherited listener, nginx style; the parent never accepts), reuseport
 (two forked workers, each with its own SO_REUSEPORT listener on the same port; the parent
 makes one first only to learn a free port, and closes it), thread (one thread accepts, a new
@@ -119,6 +123,74 @@ def server(shape, portfile, conns):
             a.close()
         lst.close()
         return kid.wait()
+    if shape == "fork":
+        # Accept, fork a child that serves, close our copy (the classic pre-fork daemon's and
+        # database's shape); each child prints its own stats line.
+        kids = []
+        for _ in range(conns):
+            c, _ = lst.accept()
+            pid = os.fork()
+            if pid == 0:
+                lst.close()
+                say("worker")
+                try:
+                    serve_one(c)
+                except Exception as e:
+                    print("worker: %r" % e, file=sys.stderr, flush=True)
+                    os._exit(1)
+                os._exit(0)
+            c.close()
+            kids.append(pid)
+        bad = 0
+        for pid in kids:
+            bad |= os.waitpid(pid, 0)[1]
+        return 0 if not bad else 1
+    if shape in ("forkshared", "forkmoved"):
+        # forkshared: the parent keeps its copy open, unused, until the child has served the
+        # connection (it must stay TCP: another process holds it). forkmoved: the parent reads
+        # the first request's length itself, hands it to the child over a pipe and closes its
+        # copy (the child's counts miss those 8 bytes: it must stay TCP).
+        bad = 0
+        for _ in range(conns):
+            c, _ = lst.accept()
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                lst.close()
+                os.close(w)
+                say("worker")
+                try:
+                    if shape == "forkmoved":
+                        n = struct.unpack("!Q", os.read(r, 8))[0]
+                        c.sendall(recv_exact(c, n)[::-1])
+                    serve_one(c)
+                except Exception as e:
+                    print("worker: %r" % e, file=sys.stderr, flush=True)
+                    os._exit(1)
+                os._exit(0)
+            os.close(r)
+            if shape == "forkmoved":
+                os.write(w, recv_exact(c, 8))
+                c.close()
+                bad |= os.waitpid(pid, 0)[1]
+            else:
+                bad |= os.waitpid(pid, 0)[1]
+                c.close()
+            os.close(w)
+        return 0 if not bad else 1
+    if shape == "forkhelper":
+        # Accept, fork a helper that closes its copy and exits at once (system(), a logger),
+        # then serve the connection ourselves: it switches here, once the helper is gone.
+        for _ in range(conns):
+            c, _ = lst.accept()
+            pid = os.fork()
+            if pid == 0:
+                c.close()
+                os._exit(0)
+            if os.waitpid(pid, 0)[1]:
+                return 1
+            serve_one(c)
+        return 0
     if shape == "thread":
         for _ in range(conns):
             c, _ = lst.accept()
@@ -181,35 +253,60 @@ def server(shape, portfile, conns):
     return 2
 
 
-def client(port, conns, size, reqs, chunk=0):
+def client(port, conns, size, reqs, chunk=0, fork=0):
     say("client")
     data = os.urandom(size)
     worst = 0.0
     for i in range(conns):
         t0 = time.monotonic()
         s = socket.create_connection(("127.0.0.1", port))
-        for k in range(reqs):
-            if chunk:
-                s.sendall(struct.pack("!Q", size))
-                for off in range(0, size, chunk):
-                    s.sendall(data[off:off + chunk])
-            else:
-                s.sendall(struct.pack("!Q", size) + data)
-            back = recv_exact(s, size)
-            if back != data[::-1]:
-                print("conn %d request %d: WRONG reply" % (i, k), flush=True)
-                return 1
-            if k == 0:
-                ms = (time.monotonic() - t0) * 1000
-        s.shutdown(socket.SHUT_WR)
-        if s.recv(1) != b"":
-            print("conn %d: bytes after the replies" % i, flush=True)
+        if not fork:
+            ms = talk(i, s, size, reqs, chunk, data, t0)
+        else:
+            # connect, then let a child talk (it prints its own stats line); our copy closes
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                say("client")
+                ms = talk(i, s, size, reqs, chunk, data, t0)
+                os.write(w, b"%.3f" % ms)
+                os._exit(0 if ms >= 0 else 1)
+            os.close(w)
+            s.close()
+            got = os.read(r, 64)
+            os.close(r)
+            ms = float(got) if os.waitpid(pid, 0)[1] == 0 and got else -1
+        if ms < 0:
             return 1
-        s.close()
         worst = max(worst, ms)
-        print("conn %d ok first_ms=%.3f" % (i, ms), flush=True)
     print("client ok conns=%d worst_ms=%.3f" % (conns, worst), flush=True)
     return 0
+
+
+def talk(i, s, size, reqs, chunk, data, t0):
+    """REQS exchanges on s, then the end: the first reply's time in ms, or -1 (said why)."""
+    ms = -1.0
+    for k in range(reqs):
+        if chunk:
+            s.sendall(struct.pack("!Q", size))
+            for off in range(0, size, chunk):
+                s.sendall(data[off:off + chunk])
+        else:
+            s.sendall(struct.pack("!Q", size) + data)
+        back = recv_exact(s, size)
+        if back != data[::-1]:
+            print("conn %d request %d: WRONG reply" % (i, k), flush=True)
+            return -1
+        if k == 0:
+            ms = (time.monotonic() - t0) * 1000
+    s.shutdown(socket.SHUT_WR)
+    if s.recv(1) != b"":
+        print("conn %d: bytes after the replies" % i, flush=True)
+        return -1
+    s.close()
+    print("conn %d ok first_ms=%.3f" % (i, ms), flush=True)
+    return ms
 
 
 def serve_fd(fd, conns):

@@ -11,7 +11,7 @@ shapes_run() {
 	shift 7
 	start_pf "$name.srv" "$sm" env "$@" "$PY" "$E2E_DIR/shapes.py" server "$shape" '{PORTFILE}' "$CONNS"
 	as_t "$cm" 60 env "$@" "$PY" "$E2E_DIR/shapes.py" client "$SERVER_PORT" "$CONNS" "$size" "$reqs" \
-		"$chunk" >"$TMP/$name.cli.out" 2>"$TMP/$name.cli.err" || rc=$?
+		"$chunk" "${CLIENT_FORK:-0}" >"$TMP/$name.cli.out" 2>"$TMP/$name.cli.err" || rc=$?
 	wait_pid "$SERVER_PID" 30 || srv_rc=$?
 	no_preload_errors "$TMP/$name.cli.err" "$TMP/$name.srv.err"
 	[ "$rc" -eq 0 ] && [ "$srv_rc" -eq 0 ] || {

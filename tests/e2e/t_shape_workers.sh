@@ -8,12 +8,16 @@
 # each with its own SO_REUSEPORT listener on the same port: only one of them can have the
 # listener's side-channel name), "activated" (the listener handed to an exec'd program, as with
 # systemd's socket activation) and "passed" (an exec'd program receives it over SCM_RIGHTS): those
-# programs never saw the listener made, and adopt it at its first accept(). Every connection must
+# programs never saw the listener made, and adopt it at its first accept(); "fork" (the parent
+# accepts, a forked child serves, the parent closes its copy: the pre-fork daemon's shape),
+# "clientfork" (the client connects, a forked child talks) and "forkhelper" (the server forks a
+# child that closes its copy and exits, then serves the connection itself). Every connection must
 # switch at both ends (the workers' connections through their own per-connection names), and no
 # first request may wait for the switch: it goes over TCP, within 250 ms (a stall is seconds, or
 # the old 500 ms; on this machine a request takes about a millisecond). Before, the workers'
-# connections never switched and each first request waited 0.5 s; the last two shapes' never
-# switched either.
+# connections never switched and each first request waited 0.5 s; "activated", "passed" and the
+# fork shapes never switched either. Then connections that must stay TCP: "handoff", "forkshared",
+# "forkmoved" (below).
 # timeout: 240
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -27,8 +31,11 @@ LIMIT_MS=250
 # shellcheck source=tests/e2e/shapes_lib.sh
 . "$E2E_DIR/shapes_lib.sh"
 
-run() { # SHAPE MODE(pre|none) SIZE
-	shapes_run "$1.$2.$3" "$2" "$2" "$1" "$3" "$REQS" 0
+run() { # SHAPE MODE(pre|none) SIZE (clientfork: the single server, the client forks)
+	local shape=$1
+	[ "$shape" = clientfork ] && shape=single
+	CLIENT_FORK=$([ "$1" = clientfork ] && echo 1 || echo 0) \
+		shapes_run "$1.$2.$3" "$2" "$2" "$shape" "$3" "$REQS" 0
 	[ "$RUN_WORST" -lt "$LIMIT_MS" ] ||
 		{ show "$TMP/$1.$2.$3.cli.out"; fail "$1.$2.$3: a first request took $RUN_WORST ms (limit $LIMIT_MS)"; }
 }
@@ -53,12 +60,12 @@ sum() {
 }
 
 for size in 10 300000; do
-	for shape in single thread workers reuseport activated passed; do
+	for shape in single thread workers reuseport activated passed fork clientfork forkhelper; do
 		run "$shape" none $size
 		tcp=$RUN_WORST
 		run "$shape" pre $size
 		server=listener
-		case $shape in workers | reuseport | activated | passed) server=worker ;; esac
+		case $shape in workers | reuseport | activated | passed | fork) server=worker ;; esac
 		c=$(sum "$shape.pre.$size" client switched)
 		b=$(sum "$shape.pre.$size" "$server" switched)
 		[ "$c" -eq "$CONNS" ] && [ "$b" -eq "$CONNS" ] || {
@@ -79,3 +86,15 @@ run handoff pre 10
 c=$(sum handoff.pre.10 client switched)
 [ "$c" -eq 0 ] || fail "handoff: expected every connection on TCP, $c switched"
 log "handoff over SCM_RIGHTS (the acceptor keeps its copy): $CONNS connections on TCP, bytes checked"
+
+# A forked connection that another process still holds (the parent keeps its copy until the child
+# is done), or on which another process moved bytes (the parent read the first request's length,
+# then closed its copy): the child's counts cannot say where the stream is. Both stay TCP.
+for shape in forkshared forkmoved; do
+	run $shape pre 10
+	c=$(sum $shape.pre.10 client switched)
+	f=$(sum $shape.pre.10 client fallback)
+	[ "$c" -eq 0 ] && [ "$f" -eq "$CONNS" ] ||
+		fail "$shape: expected every connection on TCP, $c switched, $f fallbacks"
+	log "$shape: $CONNS connections on TCP, bytes checked"
+done

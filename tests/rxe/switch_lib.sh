@@ -9,8 +9,9 @@ addr=${RXE_VM_ADDR:?RXE_VM_ADDR is not set: run through tests/rxe/run}
 export SANSWITCH_STATS=1 SANSWITCH_PROVIDER=verbs
 
 declare -A KBASE
-# vcase NAME CONNS SERVER_ARGS -- CLIENT_ARGS: kernel-only once per NAME, then both ends
-# preloaded under the current SANSWITCH_BULK. The crc32 must be the kernel-only run's, every
+# vcase NAME CONNS SERVER_ARGS -- CLIENT_ARGS: kernel-only once per NAME (or per VBASE, when
+# cases differ only in how they wait, not in the bytes they move), then both ends preloaded under
+# the current SANSWITCH_BULK. The crc32 must be the kernel-only run's, every
 # connection switched onto verbs at both ends with the byte counts the verifier moved, and the
 # bulk counters must show the path: read: read_tx_bytes > 0, grant_tx_bytes = 0; grant: the
 # reverse; inline: both 0 (auto: either, by size and the peer's offer).
@@ -21,13 +22,14 @@ vcase() {
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do sa+=("$1"); shift; done
 	shift
 	ca=("$@")
-	if [ -z "${KBASE[$name]:-}" ]; then
+	local base=${VBASE:-$name}
+	if [ -z "${KBASE[$base]:-}" ]; then
 		vpair "$name.none" none none "$conns" -a "$addr" "${sa[@]}" -- -a "$addr" "${ca[@]}"
-		KBASE[$name]=$VCRC
+		KBASE[$base]=$VCRC
 	fi
 	vpair "$name.$SANSWITCH_BULK" pre pre "$conns" -a "$addr" "${sa[@]}" -- -a "$addr" "${ca[@]}"
-	[ "$VCRC" = "${KBASE[$name]}" ] ||
-		fail "$name.$SANSWITCH_BULK: crc32 $VCRC over verbs, ${KBASE[$name]} kernel-only"
+	[ "$VCRC" = "${KBASE[$base]}" ] ||
+		fail "$name.$SANSWITCH_BULK: crc32 $VCRC over verbs, ${KBASE[$base]} kernel-only"
 	vswitched "$name.$SANSWITCH_BULK" "$conns"
 	for l in "$VCL" "$VSL"; do
 		[ "$(field "$l" switched_verbs)" -eq "$conns" ] ||

@@ -1,12 +1,18 @@
 #!/bin/bash
 # t_switch_verbs — sanverify over the verbs provider (SANSWITCH_PROVIDER=verbs: both processes on
 # this guest, connected through the rxe device's address): every wait mode x blocking and
-# nonblocking, many connections, 1-byte writes, large writes, half-close, and both bulk settings.
-# Each crc32 must equal the kernel-only run with the same arguments and seed, every connection must
-# be switched onto verbs on both sides (switched = switched_verbs = connections, fallback = 0),
-# and each side's byte counts must be what the verifier moved; under inline nothing goes by RDMA
-# (tests/rxe/switch_lib.sh). Then one end preloaded only: every connection stays TCP (fallback
-# no_peer on the preloaded side), same bytes.
+# nonblocking under SANSWITCH_BULK=auto (small writes inline, large ones by RDMA by the peer's
+# offer), two of them under inline; in both settings many connections, 1-byte writes, large
+# writes and half-close. Each crc32 must equal the kernel-only run with the same arguments and
+# seed (the wait-mode cases move the same bytes: one kernel-only run for them all), every
+# connection must be switched onto verbs on both sides (switched = switched_verbs = connections,
+# fallback = 0), and each side's byte counts must be what the verifier moved; under inline nothing
+# goes by RDMA (tests/rxe/switch_lib.sh). Then one end preloaded only: every connection stays TCP
+# (fallback no_peer on the preloaded side), same bytes.
+#
+# The guest runs under TCG: each run costs about 12 s, and the CI's budget is shared. The wait
+# modes are the preload's, the same code as over shm (t_verify_modes runs every one of them);
+# what verbs adds under them is its notification, the same whatever the bulk setting.
 # timeout: 600
 set -u
 # shellcheck source=tests/rxe/switch_lib.sh
@@ -16,9 +22,11 @@ for SANSWITCH_BULK in inline auto; do
 	export SANSWITCH_BULK
 	for m in poll select epoll epoll-et epoll-oneshot; do
 		for nb in block nonblock; do
+			[ "$SANSWITCH_BULK" = auto ] || [ "$m.$nb" = poll.block ] ||
+				[ "$m.$nb" = epoll-et.nonblock ] || continue
 			args=(-m "$m" -T 2)
 			[ "$nb" = nonblock ] && args+=(-n)
-			vcase "mode.$m.$nb" 2 "${args[@]}" -- "${args[@]}" -b 512K -s 21
+			VBASE=mode vcase "mode.$m.$nb" 2 "${args[@]}" -- "${args[@]}" -b 512K -s 21
 		done
 	done
 	vcase many.nonblock 16 -T 2 -n -m epoll -- -T 2 -n -m epoll -b 128K -s 22

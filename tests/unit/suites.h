@@ -28,6 +28,7 @@
 	X(shm_cma)         \
 	X(fdtable)          \
 	X(owner)            \
+	X(forked)           \
 	X(sidechan)         \
 	X(config)           \
 	X(stats)            \
