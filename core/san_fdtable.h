@@ -44,6 +44,7 @@ enum san_fd_state {
 #define SAN_FDF_SNDBUF 0x80u	/* the application set SO_SNDBUF (the kernel's lock: no autotuning) */
 #define SAN_FDF_RCVBUF 0x100u	/* the application set SO_RCVBUF */
 #define SAN_FDF_FORKED 0x200u	/* a fork() copied its connection: another process may hold it */
+#define SAN_FDF_TOUCHED 0x400u	/* B: its process touched it (san_sock_touch_fd): the waits skip it */
 
 /*
  * One slot per fd number, zero when untracked (a fresh mmap page is already

@@ -39,7 +39,10 @@ static pid_t proc_ppid(pid_t pid)
 	return (pid_t)ppid;
 }
 
-/* Appends @pid's children (every thread's: /proc/<pid>/task/<tid>/children) to @out. */
+/*
+ * Appends @pid's children (every thread's: /proc/<pid>/task/<tid>/children) to @out: the new
+ * count, or -1 when they cannot all be read (too many, or /proc will not say).
+ */
 static int add_children(pid_t pid, pid_t *out, int n)
 {
 	char path[64], buf[4096];
@@ -49,7 +52,7 @@ static int add_children(pid_t pid, pid_t *out, int n)
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	dir = opendir(path);
 	if (!dir)
-		return n;
+		return errno == ENOENT || errno == ESRCH ? n : -1; /* (gone: no children) */
 	while ((d = readdir(dir)) && n >= 0) {
 		ssize_t len;
 		char *p, *end;
@@ -59,12 +62,17 @@ static int add_children(pid_t pid, pid_t *out, int n)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", (int)pid, d->d_name);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno != ENOENT && errno != ESRCH)
+				n = -1; /* (a thread that ended has no children to hide) */
 			continue;
+		}
 		len = SAN_SYS(SYS_read, (long)fd, buf, (long)sizeof(buf) - 1);
 		san_sys_close(fd);
-		if (len <= 0)
-			continue;
+		if (len < 0) {
+			n = -1;
+			break;
+		}
 		buf[len] = '\0';
 		for (p = buf;; p = end) {
 			long c = strtol(p, &end, 10);
@@ -86,6 +94,20 @@ static int add_children(pid_t pid, pid_t *out, int n)
 	return n;
 }
 
+/*
+ * Does @pid hold @ino? 1, 0, or -1: cannot tell. A table we may not read (another user's
+ * process, one that made itself non-dumpable, or, in some containers, pid 1 even to root) is
+ * passed over: san_forked.h.
+ */
+static int holds(pid_t pid, uint64_t ino)
+{
+	int r = san_owner_pid_holds_inode(pid, ino);
+
+	if (r == 0)
+		return 1;
+	return r == -ENOENT || r == -ESRCH || r == -EACCES ? 0 : -1;
+}
+
 int san_forked_others_hold(uint64_t ino)
 {
 	pid_t *fam, me = getpid(), parent = getppid(), p;
@@ -98,13 +120,16 @@ int san_forked_others_hold(uint64_t ino)
 	for (p = parent; p > 0 && n < SAN_FORKED_MAX; p = proc_ppid(p))
 		fam[n++] = p;
 	n = add_children(me, fam, n);
-	if (n >= 0 && parent > 0)
+	/* siblings; init's children are every daemon of the system, not a family */
+	if (n >= 0 && parent > 1)
 		n = add_children(parent, fam, n);
 	if (n < 0)
 		r = -E2BIG;
-	for (int i = 0; i < n && !r; i++)
-		if (fam[i] != me && san_owner_pid_holds_inode(fam[i], ino) == 0)
-			r = 1;
+	for (int i = 0; i < n && !r; i++) {
+		int h = fam[i] == me ? 0 : holds(fam[i], ino);
+
+		r = h == 1 ? 1 : h < 0 ? -E2BIG : 0;
+	}
 	free(fam);
 	errno = saved;
 	return r;

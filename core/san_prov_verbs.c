@@ -2029,7 +2029,7 @@ static void b_commit(struct vconn *v, uint64_t offset)
 
 /* Answer a PROPOSE whose connection is s (a reference of the caller's). */
 static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
-		     const struct v_propose *pp, struct san_sock *s)
+		     const struct v_propose *pp, struct san_sock *s, unsigned int gen)
 {
 	struct v_accept acc = { .magic = htobe32(V_ACCEPT_MAGIC), .version = SAN_PROTO_VERSION,
 				.max_msg = htobe32(V_MAX_MSG) };
@@ -2054,7 +2054,7 @@ static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
 	pthread_mutex_lock(&s->lock);
 	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
 	     s->tx == SK_TX_TCP && !s->ep_overflow && san_sock_forked_ok(s) &&
-	     v_attach(v, s) == 0;
+	     san_sock_fork_gen() == gen && v_attach(v, s) == 0;
 	if (ok) {
 		/* Pause the reader before ACCEPT exists (§9.2 rule 1): no receive runs past here. */
 		s->attempted = true;
@@ -2111,12 +2111,14 @@ static void b_try(struct v_req *q)
 {
 	struct san_tuple t = { 0 };
 	struct san_sock *s;
+	unsigned int gen;
 	int held;
 
 	memcpy(t.local.addr, q->pp.dst, 16);
 	memcpy(t.peer.addr, q->pp.src, 16);
 	t.local.port = be16toh(q->pp.dport);
 	t.peer.port = be16toh(q->pp.sport);
+	gen = san_sock_fork_gen();
 	s = san_sock_find_tuple(&t);
 	/* ... or, a fork having copied it, until the other process has closed its copy */
 	held = s ? san_sock_forked_alone(s) : 0;
@@ -2136,7 +2138,7 @@ static void b_try(struct v_req *q)
 	else if (held || (!s->touched && s->forked))
 		b_reject(q->rq, held == -EBUSY ? SAN_R_BUSY : SAN_R_NOT_OWNER);
 	else
-		b_accept(q->vl, q->rq, &q->pp, s);
+		b_accept(q->vl, q->rq, &q->pp, s, gen);
 	san_sock_put(s);
 	b_req_free(q);
 }

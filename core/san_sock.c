@@ -166,8 +166,6 @@ void san_sock_put(struct san_sock *s)
 			}
 	}
 	pthread_mutex_unlock(&reg_lock);
-	if (last && s->role == SAN_UP_ROLE_B && !s->touched)
-		__atomic_sub_fetch(&b_untouched, 1, __ATOMIC_RELAXED);
 	if (last)
 		sock_free(s);
 }
@@ -234,6 +232,13 @@ bool san_sock_tuple(struct san_sock *s)
 	return r;
 }
 
+static unsigned int fork_gen; /* forks begun (san_sock_atfork_prepare): see san_sock_fork_gen */
+
+unsigned int san_sock_fork_gen(void)
+{
+	return __atomic_load_n(&fork_gen, __ATOMIC_ACQUIRE);
+}
+
 bool san_sock_any_untouched(void)
 {
 	return __atomic_load_n(&b_untouched, __ATOMIC_RELAXED) != 0;
@@ -246,6 +251,8 @@ static void sock_touch(struct san_sock *s)
 		return;
 	s->touched = true;
 	__atomic_sub_fetch(&b_untouched, 1, __ATOMIC_RELAXED);
+	if (!s->swapped)
+		(void)san_fd_set_flags(s->fd, SAN_FDF_TOUCHED, 0);
 }
 
 void san_sock_touch_fd(int fd)
@@ -346,6 +353,8 @@ static void sock_register(struct san_sock *s)
 	reg[fd] = s;
 	s->next = reg_list;
 	reg_list = s;
+	if (s->role == SAN_UP_ROLE_B && !s->touched)
+		__atomic_add_fetch(&b_untouched, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&reg_lock);
 }
 
@@ -393,7 +402,6 @@ void san_sock_on_accept(int lfd, int fd)
 		return;
 	/* the PROPOSE comes to the listener's name if we serve it, else to the connection's */
 	s->name_decided = san_up_serves(lfd);
-	__atomic_add_fetch(&b_untouched, 1, __ATOMIC_RELAXED);
 	sock_register(s);
 }
 
@@ -2075,6 +2083,9 @@ void san_sock_atfork_prepare(void)
 	struct san_sock *s, **list;
 	size_t n = 0, cap = 0;
 
+	/* first: an engine between its two looks at a candidate sees that a fork came between */
+	__atomic_add_fetch(&fork_gen, 1, __ATOMIC_SEQ_CST);
+
 	/* each one's lock is taken outside reg_lock (a close takes them the other way round) */
 	pthread_mutex_lock(&reg_lock);
 	for (s = reg_list; s; s = s->next)
@@ -2119,21 +2130,24 @@ void san_sock_atfork_parent(void)
 		n = 0;
 		pthread_mutex_lock(&reg_lock);
 		for (s = reg_list; s && n < 64; s = s->next)
-			if (!s->dropped && !s->attempted && reg && reg[s->fd] == s &&
-			    !s->fork_base_ok) {
+			if (!s->dropped && !s->attempted && !s->forked && reg && reg[s->fd] == s) {
 				s->refs++;
 				list[n++] = s;
-			} else if (!s->dropped && !s->attempted) {
-				s->forked = true;
-				(void)san_fd_set_flags(s->fd, SAN_FDF_FORKED, 0);
 			}
 		pthread_mutex_unlock(&reg_lock);
 		for (i = 0; i < n; i++) {
-			pthread_mutex_lock(&list[i]->lock);
-			if (!list[i]->dropped && !list[i]->attempted)
-				san_sock_drop(list[i], SAN_R_STATE);
-			pthread_mutex_unlock(&list[i]->lock);
-			san_sock_put(list[i]);
+			s = list[i];
+			pthread_mutex_lock(&s->lock);
+			if (s->dropped || s->attempted) {
+				/* (taken by a PROPOSE meanwhile: the fork generation refuses it) */
+			} else if (!s->fork_base_ok) {
+				san_sock_drop(s, SAN_R_STATE);
+			} else {
+				s->forked = true;
+				(void)san_fd_set_flags(s->fd, SAN_FDF_FORKED, 0);
+			}
+			pthread_mutex_unlock(&s->lock);
+			san_sock_put(s);
 		}
 	} while (n == 64);
 }
@@ -2279,7 +2293,7 @@ void san_sock_atfork_child(void)
 			s->in_kernel = 0;
 			/* the parent's calls and waits were the parent's */
 			s->touched = false;
-			(void)san_fd_set_flags(s->fd, SAN_FDF_FORKED, 0);
+			(void)san_fd_set_flags(s->fd, SAN_FDF_FORKED, SAN_FDF_TOUCHED);
 		} else if (!s->dropped) {
 			s->dropped = true;
 			if (reg && reg[s->fd] == s) {
@@ -2288,8 +2302,8 @@ void san_sock_atfork_child(void)
 			}
 			san_sock_drop_fd(s->fd, s->role == SAN_UP_ROLE_A, SAN_R_STATE);
 		}
-		if (s->role == SAN_UP_ROLE_B && !s->touched)
-			b_untouched++; /* (sock_touch or the last san_sock_put takes it back) */
+		if (s->role == SAN_UP_ROLE_B && !s->touched && !s->orphan && reg && reg[s->fd] == s)
+			b_untouched++; /* (sock_touch or the close takes it back) */
 	}
 }
 
@@ -2310,6 +2324,11 @@ bool san_sock_on_close(int fd)
 		return false;
 	}
 	pthread_mutex_lock(&s->lock);
+	if (s->fdrefs == 1 && s->role == SAN_UP_ROLE_B && !s->touched) {
+		/* it leaves the waits' count (san_sock_any_untouched); its number is going */
+		s->touched = true;
+		__atomic_sub_fetch(&b_untouched, 1, __ATOMIC_RELAXED);
+	}
 	if (--s->fdrefs > 0) {
 		if (s->fd == fd) {
 			san_sock_tx_unmute(s, true); /* the mute is this number's */

@@ -275,6 +275,12 @@ bool san_sock_any_tx_mute(void);
  * wrappers then look at nothing); san_sock_touch_fd() marks fd's candidate, if it has one.
  */
 bool san_sock_any_untouched(void);
+/*
+ * Forks begun so far: an engine that looks at a candidate twice (a check outside its lock, the
+ * switch under it) takes it at the first look and refuses the switch if it moved, since a fork
+ * between the two may have given the connection to a child the first look did not see.
+ */
+unsigned int san_sock_fork_gen(void);
 void san_sock_touch_fd(int fd);
 /* Wait hint: spin on switched connections before a blocking wait (microseconds). */
 unsigned int san_sock_spin_us(void);

@@ -358,6 +358,7 @@ int san_up_a_run(struct san_sock *s)
 struct side_conn {
 	ev_io w;
 	ev_timer retry;	  /* B: the PROPOSE came before accept(): look again shortly */
+	bool busy_kernel; /* B: ... or met a receive in the kernel (BUSY): b_receive_returns_soon */
 	struct san_side_rx prx; /* that PROPOSE, kept for the retry (owns its fds) */
 	int tries;
 	struct san_sock *s; /* after PROPOSE: the connection being upgraded (a reference) */
@@ -405,6 +406,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	struct san_sock *s;
 	struct san_msg m = { .type = SAN_T_ACCEPT };
 	int x = -1, y = -1, held;
+	unsigned int gen;
 	bool ok, untouched;
 
 	if (p->ver_min > SAN_PROTO_VERSION || p->ver_max < SAN_PROTO_VERSION)
@@ -419,6 +421,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	if (!s)
 		return SAN_R_NOT_OWNER;
 	c->s = s;
+	gen = san_sock_fork_gen();
 	pthread_mutex_lock(&s->lock);
 	ok = !s->in_kernel;
 	/*
@@ -432,6 +435,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	untouched = !s->touched && ((p->caps & SAN_CAP_RETRIES) || s->forked) &&
 		    rx->cred.pid != getpid();
 	pthread_mutex_unlock(&s->lock);
+	c->busy_kernel = !ok;
 	if (!ok)
 		return SAN_R_BUSY; /* a receive in the kernel cannot be paused (sock_direct) */
 	if (untouched)
@@ -454,8 +458,9 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	if (san_up_pair(&x, &y) < 0)
 		return SAN_R_RESOURCES;
 	pthread_mutex_lock(&s->lock);
-	if (s->in_kernel) {
-		/* one began since the check above */
+	if (s->in_kernel || san_sock_fork_gen() != gen) {
+		/* one began since the check above, or a fork came (a copy the check did not see) */
+		c->busy_kernel = s->in_kernel;
 		pthread_mutex_unlock(&s->lock);
 		san_sys_close(x);
 		san_sys_close(y);
@@ -578,6 +583,8 @@ static bool b_owner_may_come(const struct san_propose *p)
 	 * may still come. One that stays TCP (SAN_FD_CONN) never will.
 	 */
 	f = san_fd_get(fd);
+	if (f && (san_fd_flags(f) & SAN_FDF_FORKED) && !(san_fd_flags(f) & SAN_FDF_TOUCHED))
+		return false; /* a fork copied it and we have not touched it since: the child's */
 	return !f || san_fd_state(f) == SAN_FD_PASSIVE;
 }
 
@@ -591,7 +598,12 @@ static bool b_owner_may_come(const struct san_propose *p)
  */
 static bool b_receive_returns_soon(struct san_sock *s)
 {
-	return san_sys_inq(s->tcp) > 0;
+	bool r;
+
+	pthread_mutex_lock(&s->lock);
+	r = !s->in_kernel || (s->tcp >= 0 && san_sys_inq(s->tcp) > 0); /* (returned already) */
+	pthread_mutex_unlock(&s->lock);
+	return r;
 }
 
 /*
@@ -609,7 +621,8 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 		ev_timer_start(loop, &c->retry);
 		return;
 	}
-	if (why == SAN_R_BUSY && ++c->tries < SAN_B_BUSY_TRIES && b_receive_returns_soon(c->s)) {
+	if (why == SAN_R_BUSY && c->busy_kernel && ++c->tries < SAN_B_BUSY_TRIES &&
+	    b_receive_returns_soon(c->s)) {
 		ev_timer_set(&c->retry, 0.001, 0.);
 		ev_timer_start(loop, &c->retry);
 		return;

@@ -110,7 +110,7 @@ static bool untouched_fd(int fd)
 {
 	struct san_fd *f = san_fd_slot(fd);
 
-	return f && san_fd_state(f) == SAN_FD_PASSIVE;
+	return f && san_fd_state(f) == SAN_FD_PASSIVE && !(san_fd_flags(f) & SAN_FDF_TOUCHED);
 }
 
 static void touch_pollfds(const struct pollfd *fds, nfds_t nfds)
