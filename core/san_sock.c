@@ -2068,6 +2068,22 @@ int san_sock_passthrough(int fd)
 }
 
 /*
+ * The kernel's counts of the stream less ours, each way (san_forked_kernel_counts): what the
+ * prepare handler keeps and the switch compares. Only while no call of ours is in the kernel,
+ * whose bytes the kernel would count and we not yet. Lock held; false: cannot be taken now.
+ */
+static bool sock_kernel_diff(struct san_sock *s, int64_t *dtx, int64_t *drx)
+{
+	uint64_t ktx, krx;
+
+	if (s->in_kernel || san_forked_kernel_counts(s->tcp, &ktx, &krx))
+		return false;
+	*dtx = (int64_t)(ktx - s->tcp_tx);
+	*drx = (int64_t)(krx - s->tcp_rx);
+	return true;
+}
+
+/*
  * fork() copies every connection not switched yet, and either process may go on with it: a
  * server that accepts and forks a child to serve (the parent closes its copy), a client that
  * connects and lets a child talk, a program that forks a helper (the helper never touches it).
@@ -2102,17 +2118,11 @@ void san_sock_atfork_prepare(void)
 		}
 	pthread_mutex_unlock(&reg_lock);
 	for (size_t i = 0; i < n; i++) {
-		uint64_t ktx, krx;
-
 		s = list[i];
 		pthread_mutex_lock(&s->lock);
-		s->fork_base_ok = !s->dropped && !s->attempted && !s->in_kernel &&
-				  s->rx == SK_RX_TCP && s->tx == SK_TX_TCP &&
-				  san_forked_kernel_counts(s->tcp, &ktx, &krx) == 0;
-		if (s->fork_base_ok) {
-			s->fork_dtx = (int64_t)(ktx - s->tcp_tx);
-			s->fork_drx = (int64_t)(krx - s->tcp_rx);
-		}
+		s->fork_base_ok = !s->dropped && !s->attempted && s->rx == SK_RX_TCP &&
+				  s->tx == SK_TX_TCP &&
+				  sock_kernel_diff(s, &s->fork_dtx, &s->fork_drx);
 		pthread_mutex_unlock(&s->lock);
 		san_sock_put(s);
 	}
@@ -2176,12 +2186,12 @@ int san_sock_forked_alone(struct san_sock *s)
  */
 bool san_sock_forked_ok(struct san_sock *s)
 {
-	uint64_t ktx, krx;
+	int64_t dtx, drx;
 
 	if (!s->forked)
 		return true;
-	return s->fork_base_ok && !s->in_kernel && san_forked_kernel_counts(s->tcp, &ktx, &krx) == 0 &&
-	       (int64_t)(ktx - s->tcp_tx) == s->fork_dtx && (int64_t)(krx - s->tcp_rx) == s->fork_drx;
+	return s->fork_base_ok && sock_kernel_diff(s, &dtx, &drx) && dtx == s->fork_dtx &&
+	       drx == s->fork_drx;
 }
 
 /*
