@@ -17,6 +17,7 @@ const struct san_config san_config_defaults = {
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
 	.direct = 1,
+	.other_users = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
 	.switch_after = SAN_CFG_SWITCH_AFTER_DEFAULT,
@@ -32,6 +33,7 @@ struct san_config san_cfg = {
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
 	.direct = 1,
+	.other_users = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
 	.switch_after = SAN_CFG_SWITCH_AFTER_DEFAULT,
@@ -62,13 +64,15 @@ static const char *const san_fault_names[SAN_FAULT_NR] = {
 	[SAN_FAULT_SIDE_DROP] = "side_drop",
 	[SAN_FAULT_MARK_BAD] = "mark_bad",
 	[SAN_FAULT_SRC_LATE] = "src_late",
+	[SAN_FAULT_RING_GARBAGE] = "ring_garbage",
 };
 /* clang-format on */
 
 /* The accepted values, as the warnings print them. */
-#define SAN_FAULT_LIST "reg_fail,alloc_fail,cma_fail,side_refuse,side_drop,mark_bad,src_late"
+#define SAN_FAULT_LIST \
+	"reg_fail,alloc_fail,cma_fail,side_refuse,side_drop,mark_bad,src_late,ring_garbage"
 
-_Static_assert(SAN_FAULT_NR == 7, "a new fault needs its name in san_fault_names[] and "
+_Static_assert(SAN_FAULT_NR == 8, "a new fault needs its name in san_fault_names[] and "
 				  "SAN_FAULT_LIST, and a line in man/libsanswitch.7");
 _Static_assert(SAN_FAULT_NR <= 32, "faults are a 32-bit mask");
 
@@ -299,6 +303,11 @@ int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx)
 	if ((s = san_config_get(get, ctx, "SANSWITCH_DIRECT")) &&
 	    (err = san_config_parse_uint(s, 1, &cfg->direct))) {
 		san_config_reject(err, "SANSWITCH_DIRECT", s, "0|1", "1");
+		bad++;
+	}
+	if ((s = san_config_get(get, ctx, "SANSWITCH_OTHER_USERS")) &&
+	    (err = san_config_parse_uint(s, 1, &cfg->other_users))) {
+		san_config_reject(err, "SANSWITCH_OTHER_USERS", s, "0|1", "1");
 		bad++;
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_READ_AHEAD")) && strcasecmp(s, "auto") &&

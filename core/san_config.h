@@ -46,6 +46,7 @@ enum san_fault {
 	SAN_FAULT_SIDE_DROP,   /* the acceptor ignores every PROPOSE: the proposer's timer fires */
 	SAN_FAULT_MARK_BAD,    /* the switch-over MARK carries a wrong nonce */
 	SAN_FAULT_SRC_LATE,    /* a send whose direct-read offer was given up sleeps 100 ms */
+	SAN_FAULT_RING_GARBAGE, /* shm: a data send scribbles on the shared ring and area instead */
 	SAN_FAULT_NR,
 };
 
@@ -76,6 +77,7 @@ struct san_config {
 	enum san_cfg_stats stats;	/* SANSWITCH_STATS */
 	uint32_t faults;		/* SANSWITCH_FAULT: SAN_FAULT_BIT()s */
 	uint32_t direct;		/* SANSWITCH_DIRECT: direct grants (1, the default) or not */
+	uint32_t other_users;		/* SANSWITCH_OTHER_USERS: switch with another user's peer */
 	uint32_t read_ahead;		/* SANSWITCH_READ_AHEAD: verbs READs posted ahead */
 	uint32_t verbs_area;		/* SANSWITCH_VERBS_AREA: MiB each way, or AUTO */
 	uint32_t switch_after;		/* SANSWITCH_SWITCH_AFTER: exchanges on TCP first */

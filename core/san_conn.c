@@ -104,13 +104,40 @@ static void ring_broken(struct san_sock *s, const char *what, int r)
 }
 
 /*
+ * SANSWITCH_FAULT=ring_garbage: what a hostile peer can do to the memory it shares with us,
+ * done to our peer in place of a data commit (the frame reserved is never published): random
+ * bytes over our bulk area and the ring's data area, and a producer index that claims more
+ * than the ring holds, then the doorbell. The peer must reset this connection, and nothing
+ * else (t_shape_users).
+ */
+static void ring_garbage(struct san_sock *s)
+{
+	uint64_t x = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ s->txr.prod;
+
+	for (uint64_t i = 0; i < s->txr.size; i += 8) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		memcpy(s->txr.data + i, &x, 8);
+	}
+	if (s->bulk_tx)
+		memset(s->bulk_tx, 0xa5, s->bulk_size);
+	atomic_store_explicit(&s->txr.sh->prod, s->txr.prod + s->txr.size + 8, memory_order_seq_cst);
+	s->prov->ring_peer(s);
+}
+
+/*
  * Publish the reserved frame and ring the peer if it sleeps. data: the frame carries stream
  * bytes (DATA, a transfer's rest, a direct write's report): until the peer's consumer has
  * passed it, the peer has bytes of ours unread (san_conn_peer_unread).
  */
 static int commit(struct san_sock *s, bool data)
 {
-	int c = san_shm_ring_prod_commit(&s->txr);
+	int c;
+
+	if (data && san_fault(SAN_FAULT_RING_GARBAGE) && s->prov == &san_prov_shm) {
+		ring_garbage(s);
+		return 0;
+	}
+	c = san_shm_ring_prod_commit(&s->txr);
 
 	if (c == 1)
 		s->prov->ring_peer(s);

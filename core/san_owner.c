@@ -169,6 +169,7 @@ int san_owner_inode(int fd, uint64_t *ino)
 struct san_target {
 	const struct san_tuple *t;
 	uint64_t ino;
+	uint32_t uid; /* the socket's owner (the creator's uid), once found */
 	int err;
 };
 
@@ -176,15 +177,17 @@ static void san_target_init(struct san_target *tg, const struct san_tuple *t)
 {
 	tg->t = t;
 	tg->ino = 0;
+	tg->uid = (uint32_t)-1;
 	tg->err = -ENOENT;
 }
 
-static void san_target_found(struct san_target *tg, uint64_t ino, unsigned int state)
+static void san_target_found(struct san_target *tg, uint64_t ino, unsigned int state, uint32_t uid)
 {
 	if (tg->err == 0)
 		return;
 	if (ino) {
 		tg->ino = ino;
+		tg->uid = uid;
 		tg->err = 0;
 	} else if (state == TCP_ESTABLISHED || state == TCP_SYN_RECV) {
 		tg->err = -EAGAIN;
@@ -320,7 +323,7 @@ static int san_diag_query(int nl, struct san_target *tg, uint32_t seq)
 	if (m->idiag_state == TCP_LISTEN || !san_addr_eq(&src, &tg->t->local) ||
 	    !san_addr_eq(&dst, &tg->t->peer))
 		return 0; /* the listener fallback: no such connection */
-	san_target_found(tg, m->idiag_inode, m->idiag_state);
+	san_target_found(tg, m->idiag_inode, m->idiag_state, m->idiag_uid);
 	return 0;
 }
 
@@ -517,7 +520,7 @@ static void san_proc_row(const char *line, size_t len, bool v6, struct san_targe
 	for (int i = 0; i < n; i++)
 		if (san_addr_eq(&row.local, &tg[i].t->local) &&
 		    san_addr_eq(&row.peer, &tg[i].t->peer))
-			san_target_found(&tg[i], row.inode, row.state);
+			san_target_found(&tg[i], row.inode, row.state, row.uid);
 }
 
 /*
@@ -786,11 +789,7 @@ int san_owner_pid_fd_is_inode(pid_t pid, int fd, uint64_t ino)
 
 int san_owner_check_cred(const struct ucred *c)
 {
-	if (c->pid <= 0)
-		return -ESRCH;
-	if (c->uid != geteuid())
-		return -EPERM;
-	return 0;
+	return c->pid > 0 ? 0 : -ESRCH;
 }
 
 /*
@@ -843,6 +842,43 @@ bool san_pidfd_exited(int pidfd)
 /* ------------------------------------------------------------------------------------------ */
 /* The proof.                                                                                   */
 
+/* A small file's first bytes, NUL-terminated; -errno. */
+static int san_read_small(const char *path, char *buf, size_t len)
+{
+	int fd = openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	long n;
+
+	if (fd < 0)
+		return -errno;
+	n = san_sys_read(fd, buf, len - 1);
+	san_sys_close(fd);
+	if (n < 0)
+		return (int)n;
+	buf[n] = '\0';
+	return 0;
+}
+
+/*
+ * Can a uid the kernel reports to us stand for more than one user? Inside a user namespace
+ * that does not map every uid (a container), every uid it does not map, in sock_diag as in
+ * SCM_CREDENTIALS, reads as the overflow uid (65534 by default): two strangers would look
+ * alike. In the initial namespace (uid_map "0 0 4294967295") every uid is itself, nobody's
+ * included. Read at each proof by uid (two small files; a process may unshare()).
+ */
+static bool san_uid_ambiguous(uint32_t uid)
+{
+	unsigned long long in, out, count;
+	char buf[256];
+
+	if (san_read_small("/proc/self/uid_map", buf, sizeof(buf)) == 0 &&
+	    sscanf(buf, "%llu %llu %llu", &in, &out, &count) == 3 && !in && !out &&
+	    count == 4294967295ull && strchr(buf, '\n') == strrchr(buf, '\n'))
+		return false;
+	if (san_read_small("/proc/sys/kernel/overflowuid", buf, sizeof(buf)) < 0)
+		return true; /* cannot tell which uid is the overflow one: none proves */
+	return uid == (uint32_t)strtoul(buf, NULL, 10);
+}
+
 static int san_owner_prove_inner(int tcp_fd, const struct san_owner_proof *p)
 {
 	struct san_tuple own, peer;
@@ -884,6 +920,13 @@ static int san_owner_prove_inner(int tcp_fd, const struct san_owner_proof *p)
 		r = san_owner_pid_holds_inner(pid, tg[1].ino, NULL);
 	if (r == -ENOENT)
 		return -EPERM;
+	if (r == -EACCES && (p->flags & SAN_OWNER_F_UID))
+		/*
+		 * Not ours to look into (another user's process): the socket's owner, from the
+		 * kernel, stands for the process. Only a process of that user passes (root too
+		 * only if root owns the socket; see san_owner.h).
+		 */
+		return tg[1].uid == (uint32_t)p->uid && !san_uid_ambiguous(tg[1].uid) ? 0 : -EPERM;
 	if (r < 0)
 		return r;
 	/*

@@ -26,12 +26,22 @@
  *      message (pid/uid at send time). An unprivileged process cannot forge
  *      either (the kernel only lets it claim its own pid and uids; only
  *      CAP_SYS_ADMIN/CAP_SETUID could lie, and such a process can read any
- *      memory anyway). The engine requires the peer's uid to be ours
- *      (san_owner_check_cred()).
+ *      memory anyway).
  *   2. The TCP peer endpoint, i.e. the socket whose local and peer addresses
  *      are ours reversed, is looked up in this network namespace (sock_diag,
- *      or /proc/net/tcp{,6}) and its socket inode I is read.
- *   3. /proc/<pid>/fd of the peer's pid holds "socket:[I]".
+ *      or /proc/net/tcp{,6}) and its socket inode I and owner uid U are read
+ *      (U: the uid of the process that made the socket, kept by the kernel).
+ *   3. /proc/<pid>/fd of the peer's pid holds "socket:[I]". Where we may not
+ *      read that table (the peer is another user's process and we are not
+ *      root, or it is non-dumpable), and only with SAN_OWNER_F_UID (which the
+ *      engine sets only for a peer of another user): the peer's uid from
+ *      step 1 is U. Processes of two users switch that way
+ *      (docs/protocol.md §9.3): the proof then names the user, not the
+ *      process, and a process of that user could read the owner's memory
+ *      anyway; which of its processes answers is the engine's own business
+ *      (B refuses a connection it does not hold, NOT_OWNER). Inside a user
+ *      namespace that leaves uids unmapped, those all read as the overflow
+ *      uid: that uid proves nothing there.
  *
  * Attacks, and which check defeats them:
  *
@@ -40,18 +50,22 @@
  *    abstract name). The connector A reaches the attacker, who answers ACCEPT.
  *    A proves B before committing: the attacker's pid does not hold the
  *    accepted socket of A's connection, so step 3 fails (-EPERM) and A vetoes
- *    (CREDENTIALS). If the attacker has another uid, step 1 already fails.
+ *    (CREDENTIALS). If the attacker has another uid than B's socket, step 3
+ *    fails by uid where A may not read the attacker's /proc entry. What the
+ *    attacker got, the PROPOSE, holds a fresh memfd with empty rings: A writes
+ *    nothing into them before its proof of B passes.
  *  - An attacker connects to a listener's side channel and sends a forged
  *    PROPOSE naming someone else's connection (a 4-tuple it read from
  *    /proc/net/tcp, which any user can read). B proves A: the attacker's pid
- *    does not hold the connecting socket of that connection: REJECT. Without
+ *    does not hold the connecting socket of that connection (or, where its
+ *    table is closed to B, its uid is not the socket's owner): REJECT. Without
  *    this check B would pause, ACCEPT and start sending the application's
  *    bytes on a SAN channel to the attacker (B's own MARK check only protects
  *    what B *reads*).
  *  - Naming a connection the attacker does hold is not an attack: it owns it.
  *  - Same uid: a process of the same uid can already ptrace the victim and
  *    read its memory (unless the victim is non-dumpable, in which case step 3
- *    cannot be made either and the connection stays on TCP). Against the same
+ *    falls back to the uid, which the victim's user is anyway). Against the same
  *    uid the proof is about correctness: an unrelated process of ours that
  *    happens to own the name (two SO_REUSEPORT servers, a stale instance) is
  *    never mistaken for the peer.
@@ -178,11 +192,11 @@ bool san_pidfd_exited(int pidfd);
 int san_owner_pid_fd_is_inode(pid_t pid, int fd, uint64_t ino);
 
 /*
- * The peer's credentials are acceptable for an shm upgrade: same uid as our
- * effective uid, and a real pid. 0, -EPERM (uid) or -ESRCH (pid <= 0).
- * Note: SO_PEERCRED reports the peer's effective uid, SCM_CREDENTIALS its real
- * uid; they differ only in set-uid programs, which are non-dumpable and so
- * fail the /proc proof anyway.
+ * The peer's credentials name a process: a real pid. 0 or -ESRCH (pid <= 0).
+ * Any uid is acceptable: the proof (san_owner_prove with SAN_OWNER_F_UID)
+ * ties it to the TCP socket. Note: SO_PEERCRED reports the peer's effective
+ * uid, SCM_CREDENTIALS its real uid; they differ only in set-uid programs,
+ * whose sockets then fail the uid step (made as the effective uid).
  */
 int san_owner_check_cred(const struct ucred *c);
 
@@ -191,16 +205,21 @@ struct san_owner_proof {
 	pid_t pid;   /* the side-channel peer's pid; ignored when pidfd >= 0 */
 	int pidfd;   /* -1, or a pidfd of the peer (SCM_PIDFD): closes the pid-reuse window */
 	int fd_hint; /* -1, or the fd number the peer says holds its socket: one readlink */
+	uid_t uid;   /* the peer's uid (SCM_CREDENTIALS); used only with SAN_OWNER_F_UID */
 	unsigned int flags; /* SAN_OWNER_F_* */
 };
 
 #define SAN_OWNER_F_PROC 0x1u /* skip sock_diag, parse /proc/net/tcp{,6} (tests, measurement) */
+/* Where the peer's fd table is closed to us (-EACCES), its uid owning the socket proves it. */
+#define SAN_OWNER_F_UID 0x2u
 
 /*
  * The whole proof for the connected TCP socket @tcp_fd: the endpoint with
  * the reversed 4-tuple exists in this netns with inode I (our own tuple maps
  * to our own inode, so this is the right netns), and the peer process holds
- * I. Does not check uids: see san_owner_check_cred().
+ * I; with SAN_OWNER_F_UID, where the process's table is closed to us, that
+ * p->uid owns I instead (and is not the ambiguous overflow uid of a user
+ * namespace).
  *
  *   0           proven
  *   -ENOTCONN   @tcp_fd is not a connected TCP socket (also -ENOTSOCK, -EAFNOSUPPORT)
@@ -209,8 +228,11 @@ struct san_owner_proof {
  *               host or namespace, behind NAT, or has already closed it
  *   -EAGAIN     the peer endpoint is still in its listener's accept queue: retry
  *   -EPERM      the process does not hold the peer endpoint: NOT the owner
+ *               (with SAN_OWNER_F_UID, where its table is closed to us: the
+ *               socket's owner is not p->uid)
  *   -ESRCH      no such process (or it exited during the proof, with a pidfd)
- *   -EACCES     we may not inspect the process (other uid, non-dumpable)
+ *   -EACCES     we may not inspect the process (other uid, non-dumpable), and
+ *               no SAN_OWNER_F_UID
  *   -E2BIG      the process has more than SAN_OWNER_SCAN_MAX fds
  *   other       -errno of a failed system call
  */

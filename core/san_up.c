@@ -126,6 +126,35 @@ static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, uint64_t
 	return r;
 }
 
+/*
+ * How to prove the sender of rx (§9.3): by its fd table; by its user where that table is closed
+ * to us, only when it is another user's process and SANSWITCH_OTHER_USERS allows it. Between two
+ * processes of one user a closed table (a non-dumpable process) stays a failure: the proof by
+ * user would let any process of ours, made non-dumpable on purpose, answer for a connection.
+ */
+static void proof_of(struct san_owner_proof *pf, const struct san_side_rx *rx, int32_t fd_hint)
+{
+	memset(pf, 0, sizeof(*pf));
+	pf->pid = rx->cred.pid;
+	pf->pidfd = rx->pidfd;
+	pf->fd_hint = fd_hint;
+	pf->uid = rx->cred.uid;
+	if (san_cfg.other_users && rx->cred.uid != geteuid())
+		pf->flags = SAN_OWNER_F_UID;
+}
+
+/*
+ * A peer of another user (§9.3): neither process may read or write the other's memory
+ * (process_vm_readv/writev need ptrace rights), so the one-copy paths are off from the start
+ * instead of failing at their first try; bulk data goes through the shared areas. Root could
+ * reach its peer, but not be reached: not worth a one-way case.
+ */
+static void cma_for_peer(struct san_sock *s, uid_t peer_uid)
+{
+	if (peer_uid != geteuid())
+		s->direct_off = s->src_off = true;
+}
+
 static void san_up_unmap(struct san_sock *s)
 {
 	if (s->map)
@@ -302,8 +331,9 @@ int san_up_a_run(struct san_sock *s)
 	}
 	memcpy(&prm, rx.msg.u.accept.params, sizeof(prm));
 	{
-		struct san_owner_proof pf = { .pid = rx.cred.pid, .pidfd = rx.pidfd,
-					      .fd_hint = prm.fd_hint };
+		struct san_owner_proof pf;
+
+		proof_of(&pf, &rx, prm.fd_hint);
 
 		/* An abstract name can be bound by anyone: prove B before writing a MARK. */
 		if (san_owner_check_cred(&rx.cred) < 0 || san_owner_prove(s->fd, &pf) < 0) {
@@ -319,6 +349,7 @@ int san_up_a_run(struct san_sock *s)
 	rx.pidfd = -1;
 	san_side_rx_close_fds(&rx);
 	s->peer_pid = rx.cred.pid;
+	cma_for_peer(s, rx.cred.uid);
 	s->peer_caps = rx.msg.u.accept.caps; /* its HELLO may clear some */
 	s->nonce_peer = rx.msg.u.accept.nonce;
 
@@ -448,8 +479,9 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	if (held)
 		return held == -EBUSY ? SAN_R_BUSY : SAN_R_NOT_OWNER;
 	{
-		struct san_owner_proof pf = { .pid = rx->cred.pid, .pidfd = rx->pidfd,
-					      .fd_hint = prm.fd_hint };
+		struct san_owner_proof pf;
+
+		proof_of(&pf, rx, prm.fd_hint);
 
 		if (san_owner_check_cred(&rx->cred) < 0 || san_owner_prove(s->fd, &pf) < 0)
 			/* (our own number closed meanwhile: a forked copy's parent lets go) */
@@ -492,6 +524,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	s->nonce_mine = san_up_nonce();
 	s->nonce_peer = p->nonce;
 	s->peer_pid = rx->cred.pid;
+	cma_for_peer(s, rx->cred.uid);
 	/* kept: a direct read is trusted only while the process it read from still lives */
 	if (rx->pidfd >= 0 && s->peer_pidfd < 0)
 		s->peer_pidfd = san_fd_hide(san_sys_fcntl(rx->pidfd, F_DUPFD_CLOEXEC, 0));

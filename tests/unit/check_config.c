@@ -101,6 +101,7 @@ enum field {
 	F_STATS,
 	F_FAULTS,
 	F_DIRECT,
+	F_OTHER_USERS,
 	F_AHEAD,
 	F_AREA,
 	F_SWITCH_AFTER
@@ -146,6 +147,9 @@ static const struct {
 	{ "SANSWITCH_DIRECT", "1", F_DIRECT, 0, 1 },
 	{ "SANSWITCH_DIRECT", "2", F_DIRECT, 1, 1 },
 	{ "SANSWITCH_DIRECT", "on", F_DIRECT, 1, 1 },
+	{ "SANSWITCH_OTHER_USERS", "0", F_OTHER_USERS, 0, 0 },
+	{ "SANSWITCH_OTHER_USERS", "1", F_OTHER_USERS, 0, 1 },
+	{ "SANSWITCH_OTHER_USERS", "yes", F_OTHER_USERS, 1, 1 },
 	{ "SANSWITCH_READ_AHEAD", "0", F_AHEAD, 0, 0 },
 	{ "SANSWITCH_READ_AHEAD", "8", F_AHEAD, 0, 8 },
 	{ "SANSWITCH_READ_AHEAD", "auto", F_AHEAD, 0, SAN_CFG_READ_AHEAD_AUTO },
@@ -217,6 +221,8 @@ static uint32_t field_of(const struct san_config *c, enum field f)
 		return c->faults;
 	case F_DIRECT:
 		return c->direct;
+	case F_OTHER_USERS:
+		return c->other_users;
 	case F_AHEAD:
 		return c->read_ahead;
 	case F_AREA:
@@ -264,6 +270,9 @@ START_TEST(test_variable)
 		break;
 	case F_DIRECT:
 		d.direct = san_config_defaults.direct;
+		break;
+	case F_OTHER_USERS:
+		d.other_users = san_config_defaults.other_users;
 		break;
 	case F_AHEAD:
 		d.read_ahead = san_config_defaults.read_ahead;

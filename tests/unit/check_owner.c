@@ -1,6 +1,7 @@
 /* tests/unit: core/san_owner — tuples, inodes, sock_diag and /proc lookups, the ownership proof. */
 #include <check.h>
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
@@ -947,11 +948,127 @@ START_TEST(test_check_cred)
 	struct ucred c = { .pid = getpid(), .uid = geteuid(), .gid = getegid() };
 
 	ck_assert_int_eq(san_owner_check_cred(&c), 0);
-	c.uid = geteuid() + 1;
-	ck_assert_int_eq(san_owner_check_cred(&c), -EPERM);
-	c.uid = geteuid();
+	c.uid = geteuid() + 1; /* another user: the proof decides (test_prove_other_user) */
+	ck_assert_int_eq(san_owner_check_cred(&c), 0);
 	c.pid = 0;
 	ck_assert_int_eq(san_owner_check_cred(&c), -ESRCH);
+}
+END_TEST
+
+/*
+ * Two users (needs root to make them). The connector runs as uid U_CLI and holds its socket;
+ * the accepted end is proved by a process of uid U_SRV, which may not read the connector's
+ * /proc/<pid>/fd. By fd table: -EACCES. With SAN_OWNER_F_UID the socket's owner decides: the
+ * connector's uid passes, any other uid (the prover's own, a third user's) is -EPERM, as is
+ * a process of the right uid for a tuple it has nothing to do with (no such socket).
+ */
+#define U_CLI 64002
+#define U_SRV 64001
+
+static int other_user_prover(int sfd, pid_t cli)
+{
+	struct san_owner_proof pr = { .pid = cli, .pidfd = -1, .fd_hint = -1 };
+
+	if (setgroups(0, NULL) || setgid(U_SRV) || setuid(U_SRV))
+		return 50;
+	if (san_owner_prove(sfd, &pr) != -EACCES)
+		return 51; /* the fd table is closed to us: without the flag, no proof */
+	pr.flags = SAN_OWNER_F_UID;
+	pr.uid = U_CLI;
+	if (san_owner_prove(sfd, &pr) != 0)
+		return 52;
+	pr.flags |= SAN_OWNER_F_PROC; /* /proc/net/tcp's uid column says the same */
+	if (san_owner_prove(sfd, &pr) != 0)
+		return 53;
+	pr.flags = SAN_OWNER_F_UID;
+	pr.uid = U_SRV;
+	if (san_owner_prove(sfd, &pr) != -EPERM)
+		return 54;
+	pr.uid = 64003;
+	if (san_owner_prove(sfd, &pr) != -EPERM)
+		return 55;
+	pr.uid = 0; /* root made neither socket: root's word is not taken either */
+	if (san_owner_prove(sfd, &pr) != -EPERM)
+		return 56;
+	return 0;
+}
+
+/*
+ * In a user namespace that maps none of them, both the connector's uid and a stranger's read
+ * as the overflow uid (65534): the socket's owner, seen from there, is 65534, and so would be
+ * the credentials of any process of an unmapped user. That uid proves nothing.
+ */
+static int userns_prover(int sfd)
+{
+	struct san_owner_proof pr = { .pid = 1, .pidfd = -1, .fd_hint = -1,
+				      .uid = 65534, .flags = SAN_OWNER_F_UID };
+	struct san_tuple t, r;
+	uint64_t ino;
+
+	if (unshare(CLONE_NEWUSER))
+		return 70; /* not allowed here: said by the caller */
+	if (san_owner_tuple(sfd, &t))
+		return 71;
+	san_tuple_reverse(&t, &r);
+	if (san_owner_find_inode(&r, &ino))
+		return 72; /* the connector's socket is still there, seen from the namespace */
+	return san_owner_prove(sfd, &pr) == -EPERM ? 0 : 73;
+}
+
+START_TEST(test_prove_other_user)
+{
+	int lfd, sfd, go[2], hold[2], status;
+	pid_t cli, prover;
+	uint16_t port;
+	char c;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_prove_other_user: skipped (needs root to make two users)\n");
+		return;
+	}
+	lfd = cfg_listen(CFG_V4, &port);
+	ck_assert_int_eq(pipe(go), 0);
+	ck_assert_int_eq(pipe(hold), 0);
+	cli = fork();
+	ck_assert_int_ge(cli, 0);
+	if (cli == 0) {
+		int fd;
+
+		close(go[0]);
+		close(hold[1]);
+		if (setgroups(0, NULL) || setgid(U_CLI) || setuid(U_CLI))
+			_exit(60);
+		fd = cfg_connect(CFG_V4, port);
+		if (fd < 0 || write(go[1], "c", 1) != 1)
+			_exit(61);
+		(void)read(hold[0], &c, 1); /* hold the socket until the parent is done */
+		_exit(0);
+	}
+	close(go[1]);
+	close(hold[0]);
+	ck_assert_int_eq(read(go[0], &c, 1), 1);
+	sfd = accept(lfd, NULL, NULL);
+	ck_assert_int_ge(sfd, 0);
+	prover = fork();
+	ck_assert_int_ge(prover, 0);
+	if (prover == 0)
+		_exit(other_user_prover(sfd, cli));
+	ck_assert_int_eq(waitpid(prover, &status, 0), prover);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "prover status %d", status);
+	prover = fork();
+	ck_assert_int_ge(prover, 0);
+	if (prover == 0)
+		_exit(userns_prover(sfd));
+	ck_assert_int_eq(waitpid(prover, &status, 0), prover);
+	close(hold[1]);
+	/* 70: no user namespaces on this kernel (or not for root here): nothing to check there */
+	ck_assert_msg(WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 70),
+		      "user-namespace prover status %d", status);
+	ck_assert_int_eq(waitpid(cli, &status, 0), cli);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "connector status %d", status);
+	close(sfd);
+	close(lfd);
+	close(go[0]);
 }
 END_TEST
 
@@ -1125,6 +1242,7 @@ Suite *make_owner_suite(void)
 	tcase_add_test(tc, test_prove_errors);
 	tcase_add_test(tc, test_prove_pidfd);
 	tcase_add_test(tc, test_check_cred);
+	tcase_add_test(tc, test_prove_other_user);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cost");
