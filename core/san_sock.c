@@ -765,12 +765,15 @@ void san_sock_stats_exit(void)
 	if (pthread_mutex_trylock(&reg_lock))
 		return;
 	for (s = reg_list; s; s = s->next) {
-		if (!s->committed || s->swapped || s->closing || s->orphan || s->dropped ||
-		    !reg || reg[s->fd] != s)
+		if (!s->committed || s->closing || s->orphan || s->dropped || !reg || reg[s->fd] != s)
 			continue;
-		/* switched, though the application never read past the MARK (as at its close) */
-		san_fd_set_state(s->fd, SAN_FD_SWITCHED);
-		count_switched(s);
+		if (!s->swapped) {
+			/* switched, though the application never read past the MARK (as at close) */
+			san_fd_set_state(s->fd, SAN_FD_SWITCHED);
+			count_switched(s);
+		}
+		/* what went over TCP before the switch, as a close counts it (a process that exits
+		 * with the connection open: a postgres backend, socat's children) */
 		san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);
 		san_stats_add(SAN_STAT_TCP_RX_BYTES, s->tcp_rx);
 	}

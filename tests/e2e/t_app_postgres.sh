@@ -6,7 +6,8 @@
 # then with both preloaded, in the same run, psql makes three connections: it loads 100,000 rows
 # with \copy (client to server), reads them back in order with their md5s (about 4.5 MB, server to
 # client), and asks for the table's count and digest. Every output must be byte for byte the one
-# over kernel TCP; preloaded, each psql's connection must have switched, and as many backends.
+# over kernel TCP; preloaded, each psql's connection must have switched, and as many backends,
+# whose stats lines count what went over TCP before the switch.
 # timeout: 180
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -80,6 +81,12 @@ for q in 0 1 2; do
 done
 n=$(grep -c '^sanswitch: pid=[0-9]* switched=1 ' "$TMP/pg.pre.err")
 [ "$n" -ge 3 ] || { grep '^sanswitch' "$TMP/pg.pre.err"; fail "$n backends switched, expected at least 3"; }
+# Each began on TCP (the startup packet, authentication) and exits with it open: its line counts
+# those bytes too (they read 0 before: a switched connection open at exit was not counted).
+while IFS= read -r l; do
+	[ "$(field "$l" tcp_rx_bytes)" -gt 0 ] && [ "$(field "$l" tcp_tx_bytes)" -gt 0 ] ||
+		fail "a switched backend counts no bytes over TCP, though its connection began there: $l"
+done < <(grep '^sanswitch: pid=[0-9]* switched=1 ' "$TMP/pg.pre.err")
 log "postgres (user postgres, a backend forked per connection) and psql (uid $CLI): \\copy of" \
 	"100000 rows, 4.5 MB read back, digest: the same bytes as over kernel TCP; psql's 3" \
 	"connections switched, $n backends"

@@ -56,6 +56,12 @@ EOF
 	n=$(grep -c '^sanswitch: pid=[0-9]* switched=1 fallback=0 ' "$TMP/socat.$mode.err")
 	[ "$n" -eq "$CONNS" ] ||
 		{ show "$TMP/socat.$mode.err"; fail "pre: $n socat children switched, expected $CONNS"; }
+	# each child's first exchange (20000 bytes each way) went over TCP, and its line says so,
+	# though it exits with the switched connection open
+	while IFS= read -r l; do
+		[ "$(field "$l" tcp_rx_bytes)" -ge 20000 ] && [ "$(field "$l" tcp_tx_bytes)" -ge 20000 ] ||
+			fail "pre: a socat child's line misses its bytes over TCP: $l"
+	done < <(grep '^sanswitch: pid=[0-9]* switched=1 fallback=0 ' "$TMP/socat.$mode.err")
 }
 
 run none
