@@ -4,7 +4,7 @@
 # pre-fork shape of docs/protocol.md §9.8), and the client, psql, runs as another user (uid
 # 64002): the ownership proof goes by the uid owning each TCP socket (§9.3). Over kernel TCP and
 # then with both preloaded, in the same run, psql makes three connections: it loads 100,000 rows
-# with \copy (client to server), reads them back in order with their md5s (about 4.5 MB, server to
+# with \copy (client to server), reads them back in order with their md5s (about 3.9 MB, server to
 # client), and asks for the table's count and digest. Every output must be byte for byte the one
 # over kernel TCP; preloaded, each psql's connection must have switched, and as many backends,
 # whose stats lines count what went over TCP before the switch.
@@ -88,6 +88,6 @@ while IFS= read -r l; do
 		fail "a switched backend counts no bytes over TCP, though its connection began there: $l"
 done < <(grep '^sanswitch: pid=[0-9]* switched=1 ' "$TMP/pg.pre.err")
 log "postgres (user postgres, a backend forked per connection) and psql (uid $CLI): \\copy of" \
-	"100000 rows, 4.5 MB read back, digest: the same bytes as over kernel TCP; psql's 3" \
+	"100000 rows, 3.9 MB read back, digest: the same bytes as over kernel TCP; psql's 3" \
 	"connections switched, $n backends"
 log "PASS"
