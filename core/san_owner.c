@@ -858,21 +858,29 @@ static int san_read_small(const char *path, char *buf, size_t len)
 	return 0;
 }
 
-/*
- * Can a uid the kernel reports to us stand for more than one user? Inside a user namespace
- * that does not map every uid (a container), every uid it does not map, in sock_diag as in
- * SCM_CREDENTIALS, reads as the overflow uid (65534 by default): two strangers would look
- * alike. In the initial namespace (uid_map "0 0 4294967295") every uid is itself, nobody's
- * included. Read at each proof by uid (two small files; a process may unshare()).
- */
-static bool san_uid_ambiguous(uint32_t uid)
+bool san_owner_init_userns(void)
 {
 	unsigned long long in, out, count;
 	char buf[256];
 
-	if (san_read_small("/proc/self/uid_map", buf, sizeof(buf)) == 0 &&
-	    sscanf(buf, "%llu %llu %llu", &in, &out, &count) == 3 && !in && !out &&
-	    count == 4294967295ull && strchr(buf, '\n') == strrchr(buf, '\n'))
+	/* one line, "0 0 4294967295" */
+	return san_read_small("/proc/self/uid_map", buf, sizeof(buf)) == 0 &&
+	       sscanf(buf, "%llu %llu %llu", &in, &out, &count) == 3 && !in && !out &&
+	       count == 4294967295ull && strchr(buf, '\n') == strrchr(buf, '\n');
+}
+
+/*
+ * Can a uid the kernel reports to us stand for more than one user? Inside a user namespace
+ * that does not map every uid (a container), every uid it does not map, in sock_diag as in
+ * SCM_CREDENTIALS, reads as the overflow uid (65534 by default): two strangers would look
+ * alike. In the initial namespace every uid is itself, nobody's included. Read at each proof by
+ * uid (two small files; a process may unshare()).
+ */
+static bool san_uid_ambiguous(uint32_t uid)
+{
+	char buf[32];
+
+	if (san_owner_init_userns())
 		return false;
 	if (san_read_small("/proc/sys/kernel/overflowuid", buf, sizeof(buf)) < 0)
 		return true; /* cannot tell which uid is the overflow one: none proves */

@@ -30,7 +30,8 @@
  *   2. The TCP peer endpoint, i.e. the socket whose local and peer addresses
  *      are ours reversed, is looked up in this network namespace (sock_diag,
  *      or /proc/net/tcp{,6}) and its socket inode I and owner uid U are read
- *      (U: the uid of the process that made the socket, kept by the kernel).
+ *      (U: the uid of the process that made the socket, or for an accepted one
+ *      of the process that called accept(), kept by the kernel).
  *   3. /proc/<pid>/fd of the peer's pid holds "socket:[I]". Where we may not
  *      read that table (the peer is another user's process and we are not
  *      root, or it is non-dumpable), and only with SAN_OWNER_F_UID (which the
@@ -65,7 +66,8 @@
  *  - Naming a connection the attacker does hold is not an attack: it owns it.
  *  - Same uid: a process of the same uid can already ptrace the victim and
  *    read its memory (unless the victim is non-dumpable, in which case step 3
- *    falls back to the uid, which the victim's user is anyway). Against the same
+ *    cannot be made and the connection stays on TCP: the engine proves a peer
+ *    of its own user by fd table only). Against the same
  *    uid the proof is about correctness: an unrelated process of ours that
  *    happens to own the name (two SO_REUSEPORT servers, a stale instance) is
  *    never mistaken for the peer.
@@ -190,6 +192,12 @@ bool san_pidfd_exited(int pidfd);
 
 /* The same test for one fd number of @pid (a hint the peer gave): one readlink. */
 int san_owner_pid_fd_is_inode(pid_t pid, int fd, uint64_t ino);
+
+/*
+ * Is this process in the initial user namespace (/proc/self/uid_map the identity, one line
+ * "0 0 4294967295")? false also when the map cannot be read.
+ */
+bool san_owner_init_userns(void);
 
 /*
  * The peer's credentials name a process: a real pid. 0 or -ESRCH (pid <= 0).

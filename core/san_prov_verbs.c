@@ -27,6 +27,7 @@
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
 #include "core/san_memhook.h"
+#include "core/san_owner.h"
 #include "core/san_prov.h"
 #include "core/san_regcache.h"
 #include "core/san_sock.h"
@@ -268,31 +269,6 @@ static void run_del(struct vconn *v)
 static atomic_uint_fast64_t area_extra; /* bytes the areas beyond V_BULK each way pin, in all */
 
 /*
- * Are we in the initial user namespace (uid_map the identity)? The kernel's pinning check
- * (ib_umem_get) asks for CAP_IPC_LOCK there: root of a user namespace has it only inside.
- */
-static bool v_init_userns(void)
-{
-	char buf[128];
-	unsigned long a, b, n;
-	const char *nl;
-	long len;
-	int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return false;
-	len = syscall(SYS_read, fd, buf, sizeof(buf) - 1);
-	san_sys_close(fd);
-	if (len <= 0)
-		return false;
-	buf[len] = 0;
-	nl = strchr(buf, '\n');
-	/* one line, "0 0 4294967295" */
-	return sscanf(buf, "%lu %lu %lu", &a, &b, &n) == 3 && a == 0 && b == 0 &&
-	       n == 4294967295ul && (!nl || !nl[1]);
-}
-
-/*
  * What this process may pin, in bytes: RLIMIT_MEMLOCK, unless it holds CAP_IPC_LOCK in the
  * initial user namespace (then the limit does not apply, on rxe as on hardware: UINT64_MAX).
  * Root without the capability (as under setpriv, or in a rootless container) is limited like
@@ -308,7 +284,7 @@ static void pin_limit_find(void)
 	struct rlimit rl;
 
 	if (!syscall(SYS_capget, &hdr, caps) &&
-	    (caps[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32))) && v_init_userns())
+	    (caps[CAP_IPC_LOCK / 32].effective & (1u << (CAP_IPC_LOCK % 32))) && san_owner_init_userns())
 		pin_limit = UINT64_MAX;
 	else if (getrlimit(RLIMIT_MEMLOCK, &rl) || rl.rlim_cur == RLIM_INFINITY)
 		pin_limit = UINT64_MAX;
