@@ -5,6 +5,7 @@
 #include "core/san_core.h"
 #include "core/san_engine.h"
 #include "core/san_fdtable.h"
+#include "core/san_inherit.h"
 #include "core/san_log.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
@@ -25,6 +26,16 @@ void san_core_init(void)
 	if (err)
 		san_warn("no fd table (%s): every socket passes through untracked", strerror(-err));
 	san_stats_init();
+}
+
+/*
+ * Once the wrappers can run: the TCP connections the process was handed at exec become
+ * candidates (san_inherit.h).
+ */
+void san_core_loaded(void)
+{
+	if (!san_cfg.disable)
+		san_inherit_scan();
 }
 
 /*

@@ -3,6 +3,7 @@
 #define SAN_CORE_H
 
 void san_core_init(void);
+void san_core_loaded(void);
 void san_core_atfork_child(void);
 void san_core_atfork_prepare(void);
 void san_core_atfork_parent(void);

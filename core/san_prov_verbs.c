@@ -2029,7 +2029,7 @@ static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
 	v->b = true;
 	pthread_mutex_lock(&s->lock);
 	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
-	     s->tx == SK_TX_TCP && !s->ep_overflow && san_sock_forked_ok(s) &&
+	     s->tx == SK_TX_TCP && !s->ep_overflow && san_sock_counts_ok(s) &&
 	     san_sock_fork_gen() == gen && v_attach(v, s) == 0;
 	if (ok) {
 		/* Pause the reader before ACCEPT exists (§9.2 rule 1): no receive runs past here. */

@@ -131,7 +131,7 @@ static void sock_free(struct san_sock *s)
 		san_sys_close(s->ypeer);
 	if (s->peer_pidfd >= 0)
 		san_sys_close(s->peer_pidfd);
-	if (s->swapped && s->tcp >= 0)
+	if ((s->swapped || s->tcp_own) && s->tcp >= 0)
 		san_sys_close(s->tcp);
 	if (s->map)
 		munmap(s->map, s->map_len);
@@ -244,6 +244,49 @@ bool san_sock_any_untouched(void)
 	return __atomic_load_n(&b_untouched, __ATOMIC_RELAXED) != 0;
 }
 
+/* Past the highest number the fd table ever tracked, no number names a sock. reg_lock held. */
+static unsigned int reg_numbers_end(void)
+{
+	unsigned int hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
+
+	return hw < reg_size ? hw : reg_size;
+}
+
+/*
+ * The fd-table flags of every number that names s: one, or several (a dup of a switched fd;
+ * the numbers an inherited connection came with, san_sock_adopt). Lock held.
+ */
+static void sock_flags_all(struct san_sock *s, uint32_t set, uint32_t clear)
+{
+	(void)san_fd_set_flags(s->fd, set, clear);
+	if (s->fdrefs <= 1)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	for (unsigned int n = 0, end = reg_numbers_end(); reg && n < end; n++)
+		if (reg[n] == s && (int)n != s->fd)
+			(void)san_fd_set_flags((int)n, set, clear);
+	pthread_mutex_unlock(&reg_lock);
+}
+
+/*
+ * A candidate that stays TCP: its numbers other than s->fd leave the registry and pass
+ * through from now on (the connection is counted through s->fd). Lock held.
+ */
+static void sock_drop_others(struct san_sock *s)
+{
+	if (s->fdrefs <= 1)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	for (unsigned int n = 0, end = reg_numbers_end(); reg && n < end; n++)
+		if (reg[n] == s && (int)n != s->fd) {
+			reg[n] = NULL;
+			s->refs--;
+			s->fdrefs--;
+			san_sock_drop_fd((int)n, s->role == SAN_UP_ROLE_A, 0);
+		}
+	pthread_mutex_unlock(&reg_lock);
+}
+
 /* Lock held. */
 static void sock_touch(struct san_sock *s)
 {
@@ -252,7 +295,7 @@ static void sock_touch(struct san_sock *s)
 	s->touched = true;
 	__atomic_sub_fetch(&b_untouched, 1, __ATOMIC_RELAXED);
 	if (!s->swapped)
-		(void)san_fd_set_flags(s->fd, SAN_FDF_TOUCHED, 0);
+		sock_flags_all(s, SAN_FDF_TOUCHED, 0);
 }
 
 void san_sock_touch_fd(int fd)
@@ -405,6 +448,72 @@ void san_sock_on_accept(int lfd, int fd)
 	sock_register(s);
 }
 
+/*
+ * A connection this process was handed at exec (san_inherit.c: inetd's dup2 onto 0 and 1, a
+ * forking server's EXEC, a shell's redirection), named by the numbers in fds (sorted, the
+ * lowest first). It becomes a B candidate as a fork's copy does (docs/protocol.md §9.8): the
+ * process that exec'd us may still hold it, and switches only once we hold it alone; its
+ * counts are the kernel's now, less nothing (an accepted socket's start: if it was a connect()
+ * of ours, no A proposes to it). Every number names it: the swap makes each one X.
+ */
+void san_sock_adopt(const int *fds, int n, uint32_t flags)
+{
+	uint64_t ktx, krx;
+	struct san_sock *s;
+	bool registered;
+	int i, own = -1;
+
+	if (san_cfg.disable || !san_prov_any() || san_forked_kernel_counts(fds[0], &ktx, &krx))
+		return; /* untracked: plain TCP, as every socket we did not see made */
+	/*
+	 * With several numbers, the TCP socket is reached through a number of our own: the
+	 * application may close any of its numbers while a call of another thread is on its way
+	 * to the kernel with ours (reused by then, it would name another file).
+	 */
+	if (n > 1 && (own = san_fd_hide(san_sys_fcntl(fds[0], F_DUPFD_CLOEXEC, 0))) < 0)
+		return;
+	for (i = 0; i < n; i++)
+		if (san_fd_track(fds[i], SAN_FD_PASSIVE,
+				 flags | SAN_FDF_FORKED | (n > 1 ? SAN_FDF_DUP : 0)))
+			break;
+	if (i < n || !(s = sock_alloc(fds[0], SAN_UP_ROLE_B))) {
+		while (i-- > 0)
+			san_sock_drop_fd(fds[i], false, i ? 0 : SAN_R_STATE);
+		if (own >= 0)
+			san_sys_close(own);
+		return;
+	}
+	if (own >= 0) {
+		s->tcp = own;
+		s->tcp_own = true;
+	}
+	san_stats_track();
+	s->tcp_tx = ktx;
+	s->tcp_rx = krx;
+	s->forked = true;
+	s->fork_base_ok = true; /* fork_dtx = fork_drx = 0 */
+	sock_register(s); /* (frees s if it cannot) */
+	pthread_mutex_lock(&reg_lock);
+	registered = reg && reg[fds[0]] == s;
+	for (i = 1; i < n; i++)
+		if (registered && (unsigned int)fds[i] < reg_size && !reg[fds[i]]) {
+			reg[fds[i]] = s;
+			s->refs++;
+			s->fdrefs++;
+		} else {
+			/* a number the swap would not follow: the connection must not switch */
+			san_sock_drop_fd(fds[i], false, 0);
+			if (registered)
+				s->ep_overflow = true;
+		}
+	pthread_mutex_unlock(&reg_lock);
+	if (!registered)
+		return;
+	san_debug("fd %d: a TCP connection handed over at exec (%d number%s), adopted: %llu bytes "
+		  "out, %llu in so far", fds[0], n, n > 1 ? "s" : "", (unsigned long long)ktx,
+		  (unsigned long long)krx);
+}
+
 void san_sock_on_listen(int fd)
 {
 	if (!san_cfg.disable)
@@ -426,6 +535,8 @@ void san_sock_drop(struct san_sock *s, unsigned int reason)
 	s->attempted = true;
 	s->dropped = true;
 	pthread_cond_broadcast(&s->cond);
+	if (!s->closing)
+		sock_drop_others(s);
 	r = s->closing ? NULL : reg_remove_if(s->fd, s);
 	if (r == s) {
 		san_sock_drop_fd(s->fd, s->role == SAN_UP_ROLE_A, reason);
@@ -446,7 +557,7 @@ static void sock_windows(struct san_sock *s);
 void san_sock_commit(struct san_sock *s)
 {
 	s->committed = true;
-	(void)san_fd_set_flags(s->fd, SAN_FDF_COMMITTED, 0);
+	sock_flags_all(s, SAN_FDF_COMMITTED, 0);
 	sock_windows(s);
 }
 
@@ -499,6 +610,7 @@ void san_sock_on_bufsize(int fd, bool snd)
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->lock);
+	sock_flags_all(s, snd ? SAN_FDF_SNDBUF : SAN_FDF_RCVBUF, 0); /* (read through s->fd) */
 	if (s->committed)
 		sock_windows(s);
 	pthread_mutex_unlock(&s->lock);
@@ -616,7 +728,7 @@ void san_sock_epoll_rearm(struct san_sock *s)
 {
 	for (int i = 0; i < s->nep; i++)
 		if (!(s->ep[i].ev.events & EPOLLONESHOT))
-			(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &s->ep[i].ev);
+			(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->ep[i].fd, &s->ep[i].ev);
 }
 
 /*
@@ -648,14 +760,14 @@ void san_sock_tx_mute(struct san_sock *s)
 		return; /* registrations but no watcher: nobody would give them EPOLLOUT back */
 	s->tx_mute = true;
 	__atomic_fetch_add(&n_tx_mute, 1, __ATOMIC_RELAXED);
-	(void)san_fd_set_flags(s->fd, SAN_FDF_TXMUTE, 0);
+	sock_flags_all(s, SAN_FDF_TXMUTE, 0);
 	for (int i = 0; i < s->nep; i++) {
 		struct epoll_event e = s->ep[i].ev;
 
 		if (!tx_mutable(&e))
 			continue;
 		e.events &= ~(uint32_t)EPOLLOUT;
-		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &e);
+		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->ep[i].fd, &e);
 	}
 }
 
@@ -666,10 +778,10 @@ void san_sock_tx_unmute(struct san_sock *s, bool restore)
 		return;
 	s->tx_mute = false;
 	__atomic_fetch_sub(&n_tx_mute, 1, __ATOMIC_RELAXED);
-	(void)san_fd_set_flags(s->fd, 0, SAN_FDF_TXMUTE);
+	sock_flags_all(s, 0, SAN_FDF_TXMUTE);
 	for (int i = 0; restore && i < s->nep; i++)
 		if (tx_mutable(&s->ep[i].ev))
-			(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->fd, &s->ep[i].ev);
+			(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->ep[i].fd, &s->ep[i].ev);
 }
 
 bool san_sock_any_tx_mute(void)
@@ -690,7 +802,7 @@ int san_sock_tx_wait_fd(int fd)
 	if (!s)
 		return -1;
 	pthread_mutex_lock(&s->lock);
-	if (s->tx_mute && !s->swapped && s->fd == fd)
+	if (s->tx_mute && !s->swapped) /* (any of its numbers: san_sock_get found it by fd) */
 		x = s->xfd;
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
@@ -784,11 +896,12 @@ int san_sock_swap(struct san_sock *s)
 {
 	int anchor, fl, fdfl, i;
 
-	anchor = san_fd_hide(san_sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0));
+	/* (a candidate with several numbers has its own number for TCP already: san_sock_adopt) */
+	anchor = s->tcp_own ? s->tcp : san_fd_hide(san_sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0));
 	if (anchor < 0)
 		return anchor;
 	for (i = 0; i < s->nep; i++)
-		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_DEL, s->fd, NULL);
+		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_DEL, s->ep[i].fd, NULL);
 	san_sock_tx_unmute(s, false); /* the ADDs below give X the registrations as asked */
 	fl = san_sys_fcntl(s->fd, F_GETFL, 0);
 	fdfl = san_sys_fcntl(s->fd, F_GETFD, 0);
@@ -797,7 +910,8 @@ int san_sock_swap(struct san_sock *s)
 	if (san_sys_dup3(s->xfd, s->fd, fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
 		int e = -errno;
 
-		san_sys_close(anchor);
+		if (!s->tcp_own)
+			san_sys_close(anchor);
 		return e ? e : -EIO;
 	}
 	/*
@@ -808,6 +922,7 @@ int san_sock_swap(struct san_sock *s)
 	s->xold = s->xfd;
 	s->xfd = s->fd;
 	s->tcp = anchor;
+	s->tcp_own = false; /* (it is the anchor now, closed as one) */
 	s->swapped = true;
 	/* Numbers dup()ed from it between commit and now become X too (san_sock_on_dup). */
 	if (s->fdrefs > 1) {
@@ -824,7 +939,7 @@ int san_sock_swap(struct san_sock *s)
 		pthread_mutex_unlock(&reg_lock);
 	}
 	for (i = 0; i < s->nep; i++)
-		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_ADD, s->fd, &s->ep[i].ev);
+		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_ADD, s->ep[i].fd, &s->ep[i].ev);
 	san_fd_set_state(s->fd, SAN_FD_SWITCHED);
 	count_switched(s);
 	/* From now on X's readiness is the ring's: arm (or ring X if frames already wait). */
@@ -1066,21 +1181,35 @@ static ssize_t sock_direct(struct san_sock *s, struct msghdr *m, int flags, bool
 }
 
 /*
- * A forked A proposes only alone and with its counts the kernel's (san_sock_atfork_prepare);
- * while another process holds the connection (a parent that has not closed its copy yet), at
- * a later exchange. Lock held; false: not now (perhaps dropped).
+ * A proposes only with its counts the kernel's (san_sock_counts_ok), and a forked A only alone
+ * (san_sock_atfork_prepare); while another process holds the connection (a parent that has not
+ * closed its copy yet), at a later exchange. A connect() still in SYN_SENT (verbs proposes in
+ * the first data call, which may come before the handshake ends) is not asked yet. Lock held;
+ * false: not now (perhaps dropped).
  */
-static bool a_forked_may(struct san_sock *s)
+static bool a_may_propose(struct san_sock *s)
 {
-	int r = san_sock_forked_alone(s);
+	if (s->forked) {
+		int r = san_sock_forked_alone(s);
 
-	if (r == -EBUSY && san_sock_retry_later(s))
-		return false;
-	if (r || !san_sock_forked_ok(s)) {
-		san_sock_drop(s, SAN_R_STATE);
-		return false;
+		if (r == -EBUSY && san_sock_retry_later(s))
+			return false;
+		if (r) {
+			san_sock_drop(s, SAN_R_STATE);
+			return false;
+		}
 	}
-	return true;
+	if (san_sock_counts_ok(s))
+		return true;
+	if (!s->forked && !s->tcp_tx && !s->tcp_rx) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+
+		if (SAN_SYS(SYS_getpeername, (long)s->tcp, &ss, &len) == -ENOTCONN)
+			return false;
+	}
+	san_sock_drop(s, SAN_R_STATE);
+	return false;
 }
 
 /* A's upgrade runs in a data call once due; B's window may have closed. Lock held. */
@@ -1108,7 +1237,7 @@ static void sock_before_io(struct san_sock *s, bool send)
 		}
 		if (s->late && (!a_due(s, send) || s->in_kernel))
 			return;
-		if (s->forked && !a_forked_may(s))
+		if (!a_may_propose(s))
 			return;
 		/* Each provider in turn until one finds the peer (shm: on this host; verbs: RDMA). */
 		for (; p; p = san_prov_for_a(p)) {
@@ -1969,8 +2098,7 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	pthread_mutex_lock(&s->lock);
 	if (op != EPOLL_CTL_DEL)
 		sock_touch(s);
-	if (s->tx_mute && op != EPOLL_CTL_DEL && ev && tx_mutable(ev) && fd == s->fd &&
-	    !s->swapped) {
+	if (s->tx_mute && op != EPOLL_CTL_DEL && ev && tx_mutable(ev) && !s->swapped) {
 		/* the ring is full: no EPOLLOUT until room comes (san_sock_tx_mute), which the
 		 * engine watches for (it did not while only poll/select waited) */
 		kev = *ev;
@@ -1991,7 +2119,7 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			san_shm_ring_cons_edges(&s->rxr, true);
 	}
 	if (r == 0 && !s->swapped) {
-		for (i = 0; i < s->nep && s->ep[i].epfd != epfd; i++)
+		for (i = 0; i < s->nep && (s->ep[i].epfd != epfd || s->ep[i].fd != fd); i++)
 			;
 		if (op == EPOLL_CTL_DEL) {
 			if (i < s->nep)
@@ -2001,6 +2129,7 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 				s->nep++;
 			if (i < s->nep) {
 				s->ep[i].epfd = epfd;
+				s->ep[i].fd = fd;
 				s->ep[i].ev = *ev;
 			} else {
 				s->ep_overflow = true;
@@ -2092,7 +2221,7 @@ static bool sock_kernel_diff(struct san_sock *s, int64_t *dtx, int64_t *drx)
  * connects and lets a child talk, a program that forks a helper (the helper never touches it).
  * Each copy stays a candidate, marked forked: it switches in the one process that holds it
  * when the time comes, and only if the bytes it counted are where the kernel's stream is
- * (san_sock_forked_ok). So the kernel's counts are taken here, at the first fork, while ours
+ * (san_sock_counts_ok). So the kernel's counts are taken here, at the first fork, while ours
  * are exact: a send or receive of another thread in the kernel now (in_kernel) would make them
  * disagree, and such a candidate stays TCP. At a later fork the first counts stay: taken again,
  * they would hide what another copy moved since.
@@ -2157,7 +2286,7 @@ void san_sock_atfork_parent(void)
 				san_sock_drop(s, SAN_R_STATE);
 			} else {
 				s->forked = true;
-				(void)san_fd_set_flags(s->fd, SAN_FDF_FORKED, 0);
+				sock_flags_all(s, SAN_FDF_FORKED, 0);
 			}
 			pthread_mutex_unlock(&s->lock);
 			san_sock_put(s);
@@ -2184,17 +2313,23 @@ int san_sock_forked_alone(struct san_sock *s)
 }
 
 /*
- * ... and the bytes we counted each way are the kernel's, less what they were at the fork:
- * nobody else moved any. Lock held, no call of ours in the kernel (in_kernel == 0).
+ * The bytes we counted each way are where the kernel's stream is: nobody moved any behind our
+ * wrappers. A forked copy compares with the difference taken at the fork (another process may
+ * have moved bytes since); any other candidate with the difference every connection starts
+ * with: the SYN, acknowledged on the side that sent it (A), nothing else. Bytes moved behind
+ * our wrappers are stdio's (glibc's fread and fwrite make their system calls inside libc,
+ * where no preload sees them), raw system calls, io_uring: a switch would put its MARK at the
+ * wrong offset, and the connection stays TCP. Lock held, no call of ours in the kernel.
  */
-bool san_sock_forked_ok(struct san_sock *s)
+bool san_sock_counts_ok(struct san_sock *s)
 {
 	int64_t dtx, drx;
 
-	if (!s->forked)
-		return true;
-	return s->fork_base_ok && sock_kernel_diff(s, &dtx, &drx) && dtx == s->fork_dtx &&
-	       drx == s->fork_drx;
+	if (!sock_kernel_diff(s, &dtx, &drx))
+		return false;
+	if (s->forked)
+		return s->fork_base_ok && dtx == s->fork_dtx && drx == s->fork_drx;
+	return dtx == (s->role == SAN_UP_ROLE_A ? 1 : 0) && drx == 0;
 }
 
 /*
@@ -2306,9 +2441,10 @@ void san_sock_atfork_child(void)
 			s->in_kernel = 0;
 			/* the parent's calls and waits were the parent's */
 			s->touched = false;
-			(void)san_fd_set_flags(s->fd, SAN_FDF_FORKED, SAN_FDF_TOUCHED);
+			sock_flags_all(s, SAN_FDF_FORKED, SAN_FDF_TOUCHED);
 		} else if (!s->dropped) {
 			s->dropped = true;
+			sock_drop_others(s);
 			if (reg && reg[s->fd] == s) {
 				reg[s->fd] = NULL;
 				s->refs--;
@@ -2345,16 +2481,29 @@ bool san_sock_on_close(int fd)
 	if (--s->fdrefs > 0) {
 		if (s->fd == fd) {
 			san_sock_tx_unmute(s, true); /* the mute is this number's */
-			/* the swap's number goes: another number still names X */
+			/*
+			 * The number the connection goes by goes: another one still names it, X
+			 * after the swap, the TCP socket before it (a candidate's several numbers,
+			 * as inherited: san_sock_adopt).
+			 */
 			pthread_mutex_lock(&reg_lock);
 			for (unsigned int i = 0; i < reg_size; i++)
 				if (reg[i] == s) {
 					s->fd = (int)i;
-					s->xfd = (int)i;
+					if (s->swapped)
+						s->xfd = (int)i;
+					else if (!s->tcp_own)
+						s->tcp = (int)i;
 					break;
 				}
 			pthread_mutex_unlock(&reg_lock);
 		}
+		/* its registrations go with it (the kernel's stay, keyed on the number) */
+		for (int i = 0; i < s->nep;)
+			if (s->ep[i].fd == fd)
+				s->ep[i] = s->ep[--s->nep];
+			else
+				i++;
 		pthread_mutex_unlock(&s->lock);
 		san_sock_put(s);
 		return false;
@@ -2393,7 +2542,7 @@ bool san_sock_on_close(int fd)
 		san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);
 		san_stats_add(SAN_STAT_TCP_RX_BYTES, s->tcp_rx);
 	}
-	if (!s->swapped)
+	if (!s->swapped && !s->tcp_own)
 		s->tcp = -1; /* the number goes with the application's close: never touch it again */
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);

@@ -45,6 +45,7 @@ enum san_peer_end {
 
 struct san_sock_epreg {
 	int epfd;
+	int fd; /* the number registered (a connection may have several: san_sock_adopt) */
 	struct epoll_event ev; /* as the application asked (a mute takes EPOLLOUT from the kernel's) */
 };
 
@@ -59,7 +60,8 @@ struct san_sock {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* rx leaves PAUSED */
 	int refs;	     /* registry + callers in flight + engine */
-	int fdrefs;	     /* fd numbers naming it (dup of a switched fd) */
+	int fdrefs;	     /* fd numbers naming it (a dup of a switched fd; the numbers an
+			      * inherited connection came with: san_sock_adopt) */
 	bool orphan;	     /* a fork child's copy: every call fails ECONNRESET */
 
 	bool attempted;	 /* A: the upgrade ran (whatever its outcome) */
@@ -101,6 +103,7 @@ struct san_sock {
 	void *mw;		  /* engine watcher writing the MARK's rest (san_up_watch_mark) */
 
 	int tcp;   /* the TCP socket: == fd until the swap, then the anchor (our dup) */
+	bool tcp_own; /* ... but our own hidden dup from the start (several numbers: san_sock_adopt) */
 	int side;  /* side-channel socket, -1 once closed */
 	int xfd;   /* our notification socket X (becomes fd at the swap) */
 	int xold;  /* X's number before the swap, kept open (see san_sock_swap) */
@@ -212,8 +215,11 @@ void san_sock_atfork_prepare(void);
 void san_sock_atfork_parent(void);
 /* A forked candidate: 0 if no other process holds it, -EBUSY, or -E2BIG (san_forked.h). */
 int san_sock_forked_alone(struct san_sock *s);
-/* ... and its counts are still the kernel's (lock held). True for one never forked. */
-bool san_sock_forked_ok(struct san_sock *s);
+/*
+ * Our counts of a candidate are still the kernel's: nobody moved bytes behind our wrappers (a
+ * fork's other copy, stdio, raw system calls). Lock held, none of its calls in the kernel.
+ */
+bool san_sock_counts_ok(struct san_sock *s);
 /*
  * The process exits (the stats line): a connection committed to the SAN whose application
  * never read past the peer's MARK still holds its TCP number; count it as switched, with the
@@ -238,6 +244,8 @@ void san_sock_on_bufsize(int fd, bool snd);
 void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len);
 void san_sock_on_accept(int lfd, int fd);
 void san_sock_on_listen(int fd);
+/* A TCP connection inherited through exec, named by fds[0..n) (sorted): a B candidate. */
+void san_sock_adopt(const int *fds, int n, uint32_t flags);
 /* Before the real close of a managed fd. Returns true if the engine closed the fd itself. */
 bool san_sock_on_close(int fd);
 void san_sock_on_dup(int fd, int nfd);

@@ -500,7 +500,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	}
 	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
 	     s->tx == SK_TX_TCP && !s->ep_overflow;
-	if (ok && !san_sock_forked_ok(s)) {
+	if (ok && !san_sock_counts_ok(s)) {
 		/* another process moved bytes on it */
 		san_sock_drop(s, SAN_R_STATE);
 		ok = false;

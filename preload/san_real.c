@@ -84,6 +84,7 @@ static void san_real_init_once(void)
 	pthread_atfork(NULL, NULL, san_real_atfork_child);
 	pthread_atfork(san_core_atfork_prepare, san_core_atfork_parent, san_core_atfork_child);
 	san_debug("loaded: fd table of %u slots", san_fdt.size);
+	san_core_loaded();
 	/* dlsym() and friends may set errno; a wrapper's success must not show it. */
 	errno = saved;
 }

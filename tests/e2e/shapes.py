@@ -17,7 +17,9 @@ workers accept on the inherited listener, nginx style; the parent never accepts)
 (two forked workers, each with its own SO_REUSEPORT listener on the same port; the parent
 makes one first only to learn a free port, and closes it), thread (one thread accepts, a new
 thread serves each connection), activated (the listener handed to an exec'd program, as systemd's
-socket activation does; the parent closes its copy), passed (an exec'd program
+socket activation does; the parent closes its copy), inetd (the parent accepts, a forked
+child puts the connection on its stdin and stdout and execs a program that serves it with
+read(2) and write(2); inetdstdio: with C stdio, tests/tools/sanstdio), passed (an exec'd program
 receives the listener over a UNIX socket, SCM_RIGHTS; the parent closes its copy), handoff
 (the parent accepts each connection and hands it over SCM_RIGHTS to an exec'd program that
 serves it, keeping its own copy open: such a connection must stay TCP, since the process that
@@ -59,10 +61,14 @@ def serve_one(c):
     c.close()
 
 
-def say(role):
+def say_for(pid, role):
     # one write: the workers share the parent's stdout, and print() may write in two parts
     sys.stdout.flush()
-    os.write(1, ("# pid %d %s\n" % (os.getpid(), role)).encode())
+    os.write(1, ("# pid %d %s\n" % (pid, role)).encode())
+
+
+def say(role):
+    say_for(os.getpid(), role)
 
 
 def listener(port=0, reuseport=False):
@@ -123,15 +129,26 @@ def server(shape, portfile, conns):
             a.close()
         lst.close()
         return kid.wait()
-    if shape == "fork":
+    if shape in ("fork", "inetd", "inetdstdio"):
         # Accept, fork a child that serves, close our copy (the classic pre-fork daemon's and
-        # database's shape); each child prints its own stats line.
+        # database's shape); each child prints its own stats line. inetd: the child puts the
+        # connection on its stdin and stdout and execs the program that serves (socat's EXEC with
+        # nofork too): that program never saw the connection made; it reads and writes with
+        # read(2) and write(2) (serve-stdio below). inetdstdio: with C stdio
+        # (tests/tools/sanstdio, $SANSTDIO), whose system calls glibc makes inside itself.
+        prog = {"inetd": [sys.executable, os.path.abspath(__file__), "serve-stdio"],
+                "inetdstdio": [os.environ.get("SANSTDIO", ""), "serve"]}.get(shape)
         kids = []
         for _ in range(conns):
             c, _ = lst.accept()
             pid = os.fork()
             if pid == 0:
                 lst.close()
+                if prog:
+                    os.dup2(c.fileno(), 0)
+                    os.dup2(c.fileno(), 1)
+                    c.close()
+                    os.execv(prog[0], prog)
                 say("worker")
                 try:
                     serve_one(c)
@@ -140,6 +157,8 @@ def server(shape, portfile, conns):
                     os._exit(1)
                 os._exit(0)
             c.close()
+            if prog:
+                say_for(pid, "worker")  # (its stdout is the connection)
             kids.append(pid)
         bad = 0
         for pid in kids:
@@ -309,6 +328,30 @@ def talk(i, s, size, reqs, chunk, data, t0):
     return ms
 
 
+def serve_stdio():
+    # the connection is stdin and stdout (inetd): read(2) and write(2) only, as a shell's
+    # programs and most inetd services use them
+    def read_exact(n):
+        buf = bytearray()
+        while len(buf) < n:
+            d = os.read(0, n - len(buf))
+            if not d:
+                return None
+            buf += d
+        return bytes(buf)
+
+    while True:
+        head = read_exact(8)
+        if head is None:
+            return 0
+        data = read_exact(struct.unpack("!Q", head)[0])
+        if data is None:
+            return 1
+        out = memoryview(data[::-1])
+        while out:
+            out = out[os.write(1, out):]
+
+
 def serve_fd(fd, conns):
     say("worker")
     lst = socket.socket(fileno=fd)
@@ -337,6 +380,8 @@ def serve_recv(fd, conns):
 
 if __name__ == "__main__":
     a = sys.argv
+    if a[1] == "serve-stdio":
+        sys.exit(serve_stdio())
     if a[1] == "serve-fd":
         sys.exit(serve_fd(int(a[2]), int(a[3])))
     if a[1] == "serve-conns":

@@ -1,0 +1,125 @@
+/*
+ * sanstdio — a server that speaks through C stdio (fread, fwrite, fflush), as many small C
+ * servers and inetd services do. glibc's stdio makes its read(2) and write(2) system calls
+ * inside libc, where no preload sees them: the switch must notice that bytes moved behind its
+ * wrappers and leave such a connection on TCP (docs/protocol.md §9.8), never switch it under
+ * the program (a hang or the MARK read as data, seen before).
+ *
+ *   sanstdio serve                     serve stdin/stdout (an inetd child): each request's
+ *                                      length with read(2), the rest through unbuffered stdio
+ *                                      (so the switch sees the connection used, and is asked)
+ *   sanstdio listen PORTFILE CONNS     listen on 127.0.0.1, write the port to PORTFILE, serve
+ *                                      CONNS connections in turn through fdopen()
+ *
+ * The protocol is shapes.py's: an 8-byte big-endian length and the bytes; the reply is the
+ * bytes reversed; served until EOF. Exit 0, or 1 on a short request or a failed write.
+ */
+#include <arpa/inet.h>
+#include <endian.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* The 8-byte length: through stdio, or with read(2) on in's number (in then unbuffered). */
+static int read_head(FILE *in, bool sys, uint64_t *be)
+{
+	size_t got = 0;
+
+	if (!sys)
+		return fread(be, 1, sizeof(*be), in) == sizeof(*be) ? 1 : ferror(in) || !feof(in) ? -1 : 0;
+	while (got < sizeof(*be)) {
+		ssize_t r = read(fileno(in), (char *)be + got, sizeof(*be) - got);
+
+		if (r <= 0)
+			return r == 0 && got == 0 ? 0 : -1;
+		got += (size_t)r;
+	}
+	return 1;
+}
+
+static int serve(FILE *in, FILE *out, bool sys_head)
+{
+	for (;;) {
+		uint64_t be, n;
+		char *buf;
+		int h = read_head(in, sys_head, &be);
+
+		if (h <= 0)
+			return h < 0;
+		n = be64toh(be);
+		if (n > (64u << 20) || !(buf = malloc(n ? n : 1)))
+			return 1;
+		if (fread(buf, 1, n, in) != n) {
+			free(buf);
+			return 1;
+		}
+		for (uint64_t i = 0; i < n / 2; i++) {
+			char t = buf[i];
+
+			buf[i] = buf[n - 1 - i];
+			buf[n - 1 - i] = t;
+		}
+		if (fwrite(buf, 1, n, out) != n || fflush(out)) {
+			free(buf);
+			return 1;
+		}
+		free(buf);
+	}
+}
+
+static int listen_and_serve(const char *portfile, int conns)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1, bad = 0;
+	char tmp[4096];
+	FILE *pf;
+
+	if (l < 0 || setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 64) ||
+	    getsockname(l, (struct sockaddr *)&a, &len)) {
+		perror("sanstdio: listen");
+		return 2;
+	}
+	printf("# pid %d listener\n", (int)getpid());
+	fflush(stdout);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", portfile);
+	if (!(pf = fopen(tmp, "w")) || fprintf(pf, "%d\n", ntohs(a.sin_port)) < 0 || fclose(pf) ||
+	    rename(tmp, portfile)) {
+		perror("sanstdio: portfile");
+		return 2;
+	}
+	for (int i = 0; i < conns; i++) {
+		int c = accept(l, NULL, NULL);
+		FILE *in, *out;
+
+		/* two streams on one number (a dup would keep the connection on TCP by itself) */
+		if (c < 0 || !(in = fdopen(c, "r")) || !(out = fdopen(c, "w"))) {
+			perror("sanstdio: accept");
+			return 2;
+		}
+		bad |= serve(in, out, false);
+		/* out flushed, never closed: one close of the number (a second one could hit a
+		 * number the preload's engine has just been given) */
+		fflush(out);
+		fclose(in);
+	}
+	return bad;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && !strcmp(argv[1], "serve")) {
+		setvbuf(stdin, NULL, _IONBF, 0); /* no read-ahead past what read(2) must find */
+		return serve(stdin, stdout, true);
+	}
+	if (argc == 4 && !strcmp(argv[1], "listen"))
+		return listen_and_serve(argv[2], atoi(argv[3]));
+	fprintf(stderr, "usage: sanstdio serve | sanstdio listen PORTFILE CONNS\n");
+	return 2;
+}
