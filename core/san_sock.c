@@ -1187,6 +1187,8 @@ static ssize_t sock_direct(struct san_sock *s, struct msghdr *m, int flags, bool
  * the first data call, which may come before the handshake ends) is not asked yet. Lock held;
  * false: not now (perhaps dropped).
  */
+static bool sock_kernel_diff(struct san_sock *s, int64_t *dtx, int64_t *drx);
+
 static bool a_may_propose(struct san_sock *s)
 {
 	if (s->forked) {
@@ -1201,6 +1203,13 @@ static bool a_may_propose(struct san_sock *s)
 	}
 	if (san_sock_counts_ok(s))
 		return true;
+	if (san_log_enabled(SAN_LOG_DEBUG)) {
+		int64_t dtx = 0, drx = 0;
+		bool got = sock_kernel_diff(s, &dtx, &drx);
+
+		san_debug("fd %d: our counts are not the kernel's (%s: %lld, %lld)", s->fd,
+			  got ? "differences" : "not readable", (long long)dtx, (long long)drx);
+	}
 	if (!s->forked && !s->tcp_tx && !s->tcp_rx) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
@@ -2142,31 +2151,42 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 }
 
 /*
- * dup() of a managed fd. A switched connection is simply named by one more number (both name
- * the notification socket). A candidate's two numbers would both be the TCP socket, which the
- * swap cannot follow: such a connection is not switched.
+ * dup() of a managed fd: one more number names the connection. Switched, both are X;
+ * committed, the swap makes every registered number X (san_sock_swap); a candidate switches
+ * with all its numbers (perl's open($out, ">&", $s), a dup2() onto 0 and 1 before an exec),
+ * its TCP socket reached from the first dup through a
+ * hidden number of our own: the application may close any of its numbers while a call on
+ * another is on its way to the kernel (a committed one keeps the number it had: the engine may
+ * be watching it). A number we cannot follow is plain TCP at once, and the connection never
+ * switches (it is counted through fd).
  */
 void san_sock_on_dup(int fd, int nfd)
 {
 	struct san_sock *s = san_sock_get(fd);
+	bool named = false;
 
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->lock);
-	if (s->swapped || s->committed) {
-		/*
-		 * Both numbers name the connection: switched, both are X; committed, the swap
-		 * makes every registered number X (san_sock_swap).
-		 */
-		pthread_mutex_lock(&reg_lock);
-		if (reg && (unsigned int)nfd < reg_size && !reg[nfd]) {
-			reg[nfd] = s;
-			s->refs++;
-			s->fdrefs++;
+	if (!s->committed && !s->tcp_own) {
+		int own = san_fd_hide(san_sys_fcntl(s->tcp, F_DUPFD_CLOEXEC, 0));
+
+		if (own >= 0) {
+			s->tcp = own;
+			s->tcp_own = true;
 		}
-		pthread_mutex_unlock(&reg_lock);
-	} else if (!s->committed) {
-		/* The copy is plain TCP at once; the connection is counted through fd. */
+	}
+	pthread_mutex_lock(&reg_lock);
+	if ((s->committed || s->tcp_own) && reg && (unsigned int)nfd < reg_size && !reg[nfd]) {
+		reg[nfd] = s;
+		s->refs++;
+		s->fdrefs++;
+		named = true;
+	}
+	pthread_mutex_unlock(&reg_lock);
+	if (named && !s->swapped)
+		sock_flags_all(s, SAN_FDF_DUP, 0);
+	if (!named && !s->committed) {
 		s->ep_overflow = true;
 		san_sock_drop_fd(nfd, s->role == SAN_UP_ROLE_A, 0);
 	}

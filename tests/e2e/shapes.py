@@ -9,7 +9,8 @@
                                             back, reversed), close; FORK=1: after connect(), a
                                             forked child talks and the parent closes its copy
 
-Shapes: single (one process accepts and serves), fork (the parent accepts, a forked child
+Shapes: single (one process accepts and serves), dup (single, each connection dup()ed: read
+through one number, written through the other, the first closed after the first reply), fork (the parent accepts, a forked child
 serves each connection, the parent closes its copy; forkshared: the parent keeps its copy
 until the child is done; forkmoved: the parent reads the first request's length before it
 closes its copy; forkhelper: a forked child closes its copy and exits, the parent serves), workers (the parent listens; two forked
@@ -97,6 +98,26 @@ def server(shape, portfile, conns):
         for _ in range(conns):
             c, _ = lst.accept()
             serve_one(c)
+        return 0
+    if shape == "dup":
+        # One process; each connection dup()ed at once (bash's >&3, perl's open(STDOUT, ">&")):
+        # the first request is read through the first number and its reply written through the
+        # second; the first number is then closed and the rest goes through the second.
+        for _ in range(conns):
+            c, _ = lst.accept()
+            d = c.dup()
+            r = c
+            while True:
+                try:
+                    head = recv_exact(r, 8)
+                except EOFError:
+                    break
+                data = recv_exact(r, struct.unpack("!Q", head)[0])
+                d.sendall(data[::-1])
+                if r is c:
+                    c.close()
+                    r = d
+            d.close()
         return 0
     if shape == "handoff":
         me = [sys.executable, os.path.abspath(__file__)]

@@ -13,14 +13,16 @@
 # "clientfork" (the client connects, a forked child talks) and "forkhelper" (the server forks a
 # child that closes its copy and exits, then serves the connection itself), "inetd" (the parent
 # accepts, a forked child puts the connection on its stdin and stdout and execs the program that
-# serves it with read(2) and write(2): that program adopts the connection at load). Every
+# serves it with read(2) and write(2): that program adopts the connection at load), "dup" (one
+# process dup()s each connection, reads through one number and writes through the other, and
+# closes the first after the first reply). Every
 # connection must
 # switch at both ends (the workers' connections through their own per-connection names), and no
 # first request may wait for the switch: it goes over TCP, within 250 ms (a stall is seconds, or
 # the old 500 ms; on this machine a request takes about a millisecond). Before, the workers'
 # connections never switched and each first request waited 0.5 s; "activated", "passed" and the
-# fork shapes never switched either; "inetd" never switched (its exec'd program never saw the
-# connection made). An inetd first request includes the exec of a python3, which TCP's run pays
+# fork shapes never switched either, nor did "inetd" (its exec'd program never saw the connection
+# made) and "dup" (a candidate's second number kept it on TCP). An inetd first request includes the exec of a python3, which TCP's run pays
 # too: its limit is TCP's worst plus the same margin. Then connections that must stay TCP:
 # "handoff", "forkshared", "forkmoved", "inetdstdio" and "stdio" (below).
 # timeout: 240
@@ -68,7 +70,8 @@ sum() {
 }
 
 for size in 10 300000; do
-	for shape in single thread workers reuseport activated passed fork clientfork forkhelper inetd; do
+	for shape in single dup thread workers reuseport activated passed fork clientfork forkhelper \
+		inetd; do
 		run "$shape" none $size
 		tcp=$RUN_WORST
 		base=0

@@ -78,4 +78,32 @@ no_preload_errors "$TMP/forkexec.err"
 cat "$TMP/forkexec.out"
 [ "$rc" -eq 0 ] || { show "$TMP/forkexec.err"; fail "forkexec.py under the preload exited $rc"; }
 [ "$(grep -c ' ok ' "$TMP/forkexec.out")" -eq 7 ] || fail "forkexec.py: not all 7 cases ok"
+# --- a connection with two numbers in one process, both ends preloaded, the default policy: perl
+# dup()s its socket for writing (open(STDOUT-style ">&", $sock)) and reads through the first
+# number, 5 exchanges. It switches (perl's line says switched=1; a client commits only on its
+# server's ACCEPT) and every line comes back. Before, the dup kept the connection on TCP. (bash's
+# own `echo >&3` writes through stdio, behind the preload: such a connection is never proposed.)
+start_pf echo.dup pre env -u SANSWITCH_SWITCH_AFTER "$PY" "$E2E_DIR/tcpecho.py" '{PORTFILE}' 4
+rc=0
+as_t pre 30 env -u SANSWITCH_SWITCH_AFTER SANSWITCH_STATS=1 perl -e '
+	use IO::Socket::INET;
+	my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => $ARGV[0], Proto => "tcp")
+		or die "connect: $!";
+	open(my $out, ">&", $s) or die "dup: $!";
+	$out->autoflush(1);
+	for my $i (1 .. 5) {
+		print $out "line $i\n";
+		my $l = "";
+		while ($l !~ /\n/) { sysread($s, my $b, 4096) or die "EOF"; $l .= $b; }
+		print STDOUT $l;
+	}
+	close($out) and close($s) or die "close: $!";' "$SERVER_PORT" >"$TMP/dup.out" 2>"$TMP/dup.err" ||
+	rc=$?
+stop "$SERVER_PID"
+no_preload_errors "$TMP/dup.err"
+[ "$rc" -eq 0 ] && [ "$(cat "$TMP/dup.out")" = "$(printf 'line %d\n' 1 2 3 4 5)" ] ||
+	{ show "$TMP/dup.out" "$TMP/dup.err"; fail "perl with a dup()ed socket: exit $rc or wrong lines"; }
+l=$(stats_line "$TMP/dup.err") || exit 1
+[ "$(field "$l" switched)" -eq 1 ] || { show "$TMP/dup.err"; fail "perl dup: not switched: $l"; }
+log "perl writing through a dup() of its socket, reading through the first: switched, 5 lines back"
 log "all shell/exec checks ok"
