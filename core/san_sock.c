@@ -131,7 +131,7 @@ static void sock_free(struct san_sock *s)
 		san_sys_close(s->ypeer);
 	if (s->peer_pidfd >= 0)
 		san_sys_close(s->peer_pidfd);
-	if ((s->swapped || s->tcp_own) && s->tcp >= 0)
+	if (s->swapped && s->tcp >= 0)
 		san_sys_close(s->tcp);
 	if (s->map)
 		munmap(s->map, s->map_len);
@@ -202,10 +202,13 @@ static struct san_sock *reg_remove(int fd)
 static void sock_tuple_fill(struct san_sock *s)
 {
 	struct san_tuple t;
-	int r = san_owner_tuple(s->fd, &t);
+	int fd = __atomic_load_n(&s->fd, __ATOMIC_RELAXED);
+	int r = san_owner_tuple(fd, &t);
 
+	/* (the number asked must still be the one it goes by: closed meanwhile, with another
+	 * number of the connection left, its answer says nothing; asked again next time) */
 	pthread_mutex_lock(&reg_lock);
-	if (!s->tuple_known && reg && (unsigned int)s->fd < reg_size && reg[s->fd] == s) {
+	if (!s->tuple_known && reg && fd == s->fd && (unsigned int)fd < reg_size && reg[fd] == s) {
 		if (r == 0) {
 			s->tuple = t;
 			s->tuple_known = true;
@@ -461,17 +464,10 @@ void san_sock_adopt(const int *fds, int n, uint32_t flags)
 	uint64_t ktx, krx;
 	struct san_sock *s;
 	bool registered;
-	int i, own = -1;
+	int i;
 
 	if (san_cfg.disable || !san_prov_any() || san_forked_kernel_counts(fds[0], &ktx, &krx))
 		return; /* untracked: plain TCP, as every socket we did not see made */
-	/*
-	 * With several numbers, the TCP socket is reached through a number of our own: the
-	 * application may close any of its numbers while a call of another thread is on its way
-	 * to the kernel with ours (reused by then, it would name another file).
-	 */
-	if (n > 1 && (own = san_fd_hide(san_sys_fcntl(fds[0], F_DUPFD_CLOEXEC, 0))) < 0)
-		return;
 	for (i = 0; i < n; i++)
 		if (san_fd_track(fds[i], SAN_FD_PASSIVE,
 				 flags | SAN_FDF_FORKED | (n > 1 ? SAN_FDF_DUP : 0)))
@@ -479,13 +475,7 @@ void san_sock_adopt(const int *fds, int n, uint32_t flags)
 	if (i < n || !(s = sock_alloc(fds[0], SAN_UP_ROLE_B))) {
 		while (i-- > 0)
 			san_sock_drop_fd(fds[i], false, i ? 0 : SAN_R_STATE);
-		if (own >= 0)
-			san_sys_close(own);
 		return;
-	}
-	if (own >= 0) {
-		s->tcp = own;
-		s->tcp_own = true;
 	}
 	san_stats_track();
 	s->tcp_tx = ktx;
@@ -880,8 +870,11 @@ void san_sock_stats_exit(void)
 		if (!s->committed || s->closing || s->orphan || s->dropped || !reg || reg[s->fd] != s)
 			continue;
 		if (!s->swapped) {
-			/* switched, though the application never read past the MARK (as at close) */
-			san_fd_set_state(s->fd, SAN_FD_SWITCHED);
+			/* switched, though the application never read past the MARK (as at close);
+			 * every number of it, or the others would count as a fallback too */
+			for (unsigned int n = 0, end = reg_numbers_end(); n < end; n++)
+				if (reg[n] == s)
+					san_fd_set_state((int)n, SAN_FD_SWITCHED);
 			count_switched(s);
 		}
 		/* what went over TCP before the switch, as a close counts it (a process that exits
@@ -896,8 +889,7 @@ int san_sock_swap(struct san_sock *s)
 {
 	int anchor, fl, fdfl, i;
 
-	/* (a candidate with several numbers has its own number for TCP already: san_sock_adopt) */
-	anchor = s->tcp_own ? s->tcp : san_fd_hide(san_sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0));
+	anchor = san_fd_hide(san_sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0));
 	if (anchor < 0)
 		return anchor;
 	for (i = 0; i < s->nep; i++)
@@ -910,8 +902,7 @@ int san_sock_swap(struct san_sock *s)
 	if (san_sys_dup3(s->xfd, s->fd, fdfl > 0 && (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
 		int e = -errno;
 
-		if (!s->tcp_own)
-			san_sys_close(anchor);
+		san_sys_close(anchor);
 		return e ? e : -EIO;
 	}
 	/*
@@ -922,7 +913,6 @@ int san_sock_swap(struct san_sock *s)
 	s->xold = s->xfd;
 	s->xfd = s->fd;
 	s->tcp = anchor;
-	s->tcp_own = false; /* (it is the anchor now, closed as one) */
 	s->swapped = true;
 	/* Numbers dup()ed from it between commit and now become X too (san_sock_on_dup). */
 	if (s->fdrefs > 1) {
@@ -1160,13 +1150,17 @@ static bool sock_direct_ok(const struct san_sock *s, bool send)
 	       !san_prov_remote();
 }
 
-static ssize_t sock_direct(struct san_sock *s, struct msghdr *m, int flags, bool send)
+/*
+ * (Through the caller's own number, which names the TCP socket too: another number of the
+ * connection may be closed by another thread while this call is in the kernel.)
+ */
+static ssize_t sock_direct(struct san_sock *s, int fd, struct msghdr *m, int flags, bool send)
 {
 	ssize_t r;
 
 	s->in_kernel++;
 	pthread_mutex_unlock(&s->lock);
-	r = send ? san_sys_sendmsg(s->tcp, m, flags) : san_sys_recvmsg(s->tcp, m, flags);
+	r = send ? san_sys_sendmsg(fd, m, flags) : san_sys_recvmsg(fd, m, flags);
 	pthread_mutex_lock(&s->lock);
 	s->in_kernel--;
 	if (r > 0 && send) {
@@ -1542,7 +1536,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			return SAN_PASS;
 		}
 		if (!done && sock_direct_ok(s, true))
-			return sock_direct(s, (struct msghdr *)m, flags, true);
+			return sock_direct(s, fd, (struct msghdr *)m, flags, true);
 		if (s->err) {
 			r = done ? -EPIPE : san_sock_take_err(s, -EPIPE);
 			pthread_mutex_unlock(&s->lock);
@@ -1747,7 +1741,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			return done ? (ssize_t)done : SAN_PASS;
 		}
 		if (!done && sock_direct_ok(s, false))
-			return sock_direct(s, m, oflags, false);
+			return sock_direct(s, fd, m, oflags, false);
 		if (cnt > 64)
 			v = malloc(sizeof(*v) * (size_t)cnt);
 		if (!v) {
@@ -2153,31 +2147,31 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 /*
  * dup() of a managed fd: one more number names the connection. Switched, both are X;
  * committed, the swap makes every registered number X (san_sock_swap); a candidate switches
- * with all its numbers (perl's open($out, ">&", $s), a dup2() onto 0 and 1 before an exec),
- * its TCP socket reached from the first dup through a
- * hidden number of our own: the application may close any of its numbers while a call on
- * another is on its way to the kernel (a committed one keeps the number it had: the engine may
- * be watching it). A number we cannot follow is plain TCP at once, and the connection never
- * switches (it is counted through fd).
+ * with all its numbers (perl's open($out, ">&", $s), a dup2() onto 0 and 1 before an exec).
+ * Until the swap, the calls made through any number reach the TCP socket through the number
+ * the connection goes by (s->tcp, moved under the lock when the application closes it:
+ * san_sock_on_close), or through their own (sock_direct). A number we cannot follow is plain
+ * TCP at once, and the connection never switches (it is counted through fd). Not in a vfork
+ * child: its numbers are its own, the memory the parent's.
  */
 void san_sock_on_dup(int fd, int nfd)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s;
 	bool named = false;
 
-	if (!s)
+	if (!san_fdtable_owned() || !(s = san_sock_get(fd)))
 		return;
 	pthread_mutex_lock(&s->lock);
-	if (!s->committed && !s->tcp_own) {
-		int own = san_fd_hide(san_sys_fcntl(s->tcp, F_DUPFD_CLOEXEC, 0));
-
-		if (own >= 0) {
-			s->tcp = own;
-			s->tcp_own = true;
-		}
+	if (!s->committed && (s->dropped || s->closing)) {
+		/* a candidate left TCP, or ending, since the wrapper looked: the copy passes through
+		 * (a switched one's copies, a fork child's orphan's too, stay its: exec ends them) */
+		san_sock_drop_fd(nfd, s->role == SAN_UP_ROLE_A, 0);
+		pthread_mutex_unlock(&s->lock);
+		san_sock_put(s);
+		return;
 	}
 	pthread_mutex_lock(&reg_lock);
-	if ((s->committed || s->tcp_own) && reg && (unsigned int)nfd < reg_size && !reg[nfd]) {
+	if (reg && (unsigned int)nfd < reg_size && !reg[nfd]) {
 		reg[nfd] = s;
 		s->refs++;
 		s->fdrefs++;
@@ -2185,13 +2179,25 @@ void san_sock_on_dup(int fd, int nfd)
 	}
 	pthread_mutex_unlock(&reg_lock);
 	if (named && !s->swapped)
-		sock_flags_all(s, SAN_FDF_DUP, 0);
+		sock_flags_all(s, SAN_FDF_DUP | (s->tx_mute ? SAN_FDF_TXMUTE : 0), 0);
 	if (!named && !s->committed) {
 		s->ep_overflow = true;
 		san_sock_drop_fd(nfd, s->role == SAN_UP_ROLE_A, 0);
 	}
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
+}
+
+/* Do a and b name one connection (dup2(a, b) between two of its numbers changes nothing)? */
+bool san_sock_same(int a, int b)
+{
+	bool r;
+
+	pthread_mutex_lock(&reg_lock);
+	r = reg && (unsigned int)a < reg_size && (unsigned int)b < reg_size && reg[a] &&
+	    reg[a] == reg[b];
+	pthread_mutex_unlock(&reg_lock);
+	return r;
 }
 
 bool san_sock_known(int fd)
@@ -2449,7 +2455,7 @@ void san_sock_atfork_child(void)
 		if (s->tx_mute) {
 			/* the epoll sets are the parent's too: only our own bookkeeping */
 			s->tx_mute = false;
-			(void)san_fd_set_flags(s->fd, 0, SAN_FDF_TXMUTE);
+			sock_flags_all(s, 0, SAN_FDF_TXMUTE);
 		}
 		if (s->committed || s->swapped) {
 			s->orphan = true;
@@ -2483,7 +2489,12 @@ void san_sock_atfork_child(void)
  */
 bool san_sock_on_close(int fd)
 {
-	struct san_sock *s = reg_remove(fd);
+	struct san_sock *s;
+
+	/* a vfork child's close is its own: the parent's connection stays as it is */
+	if (!san_fdtable_owned())
+		return false;
+	s = reg_remove(fd);
 
 	if (!s)
 		return false;
@@ -2512,7 +2523,7 @@ bool san_sock_on_close(int fd)
 					s->fd = (int)i;
 					if (s->swapped)
 						s->xfd = (int)i;
-					else if (!s->tcp_own)
+					else
 						s->tcp = (int)i;
 					break;
 				}
@@ -2562,7 +2573,7 @@ bool san_sock_on_close(int fd)
 		san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);
 		san_stats_add(SAN_STAT_TCP_RX_BYTES, s->tcp_rx);
 	}
-	if (!s->swapped && !s->tcp_own)
+	if (!s->swapped)
 		s->tcp = -1; /* the number goes with the application's close: never touch it again */
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);

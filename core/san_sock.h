@@ -103,7 +103,6 @@ struct san_sock {
 	void *mw;		  /* engine watcher writing the MARK's rest (san_up_watch_mark) */
 
 	int tcp;   /* the TCP socket: == fd until the swap, then the anchor (our dup) */
-	bool tcp_own; /* ... but our own hidden dup from the start (several numbers: san_sock_adopt) */
 	int side;  /* side-channel socket, -1 once closed */
 	int xfd;   /* our notification socket X (becomes fd at the swap) */
 	int xold;  /* X's number before the swap, kept open (see san_sock_swap) */
@@ -249,6 +248,8 @@ void san_sock_adopt(const int *fds, int n, uint32_t flags);
 /* Before the real close of a managed fd. Returns true if the engine closed the fd itself. */
 bool san_sock_on_close(int fd);
 void san_sock_on_dup(int fd, int nfd);
+/* Do a and b name one connection? (dup2 between two of its numbers changes nothing) */
+bool san_sock_same(int a, int b);
 int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 
 /*

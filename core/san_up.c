@@ -478,14 +478,28 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	held = san_sock_forked_alone(s);
 	if (held)
 		return held == -EBUSY ? SAN_R_BUSY : SAN_R_NOT_OWNER;
-	{
+	for (int k = 0;; k++) {
 		struct san_owner_proof pf;
+		bool moved;
+		int fd;
 
+		pthread_mutex_lock(&s->lock);
+		fd = s->fd;
+		pthread_mutex_unlock(&s->lock);
 		proof_of(&pf, rx, prm.fd_hint);
-
-		if (san_owner_check_cred(&rx->cred) < 0 || san_owner_prove(s->fd, &pf) < 0)
-			/* (our own number closed meanwhile: a forked copy's parent lets go) */
-			return san_sock_current(s) ? SAN_R_CREDENTIALS : SAN_R_NOT_OWNER;
+		if (san_owner_check_cred(&rx->cred) == 0 && san_owner_prove(fd, &pf) == 0)
+			break;
+		/*
+		 * The number closed under the proof while another names the connection (a dup's
+		 * first number closed: san_sock_on_close moved it): prove again, once.
+		 */
+		pthread_mutex_lock(&s->lock);
+		moved = k == 0 && s->fd != fd;
+		pthread_mutex_unlock(&s->lock);
+		if (moved && san_sock_current(s))
+			continue;
+		/* (our own number closed meanwhile: a forked copy's parent lets go) */
+		return san_sock_current(s) ? SAN_R_CREDENTIALS : SAN_R_NOT_OWNER;
 	}
 	if (san_up_pair(&x, &y) < 0)
 		return SAN_R_RESOURCES;

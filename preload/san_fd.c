@@ -73,17 +73,28 @@ SAN_EXPORT int dup(int fd)
 	return nfd;
 }
 
+/*
+ * dup2()/dup3() onto a number of the same connection change nothing for the engine (the kernel
+ * keeps the number's epoll registrations too): no close, no new number.
+ */
+static bool san_dup_onto_other(int oldfd, int newfd)
+{
+	return oldfd != newfd &&
+	       !(san_managed(newfd) && san_managed(oldfd) && san_sock_same(oldfd, newfd));
+}
+
 SAN_EXPORT int dup2(int oldfd, int newfd)
 {
+	bool other = san_dup_onto_other(oldfd, newfd);
 	struct san_fd saved;
 	int ret;
 
-	if (unlikely(san_managed(newfd)) && oldfd != newfd)
+	if (unlikely(san_managed(newfd)) && other)
 		san_sock_on_close(newfd);
 	saved = san_track_dup_onto_begin(oldfd, newfd);
 	ret = SAN_REAL(dup2)(oldfd, newfd);
 	san_track_dup_onto_end(oldfd, newfd, ret, saved);
-	if (ret >= 0 && oldfd != newfd && unlikely(san_managed(oldfd)))
+	if (ret >= 0 && other && unlikely(san_managed(oldfd)))
 		san_sock_on_dup(oldfd, newfd);
 	return ret;
 }
@@ -92,16 +103,18 @@ SAN_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
 	__typeof__(san_real.dup3) fn = SAN_REAL(dup3);
 	struct san_fd saved;
+	bool other;
 	int ret;
 
 	if (unlikely(!fn))
 		return san_enosys();
-	if (unlikely(san_managed(newfd)) && oldfd != newfd)
+	other = san_dup_onto_other(oldfd, newfd);
+	if (unlikely(san_managed(newfd)) && other)
 		san_sock_on_close(newfd);
 	saved = san_track_dup_onto_begin(oldfd, newfd);
 	ret = fn(oldfd, newfd, flags);
 	san_track_dup_onto_end(oldfd, newfd, ret, saved);
-	if (ret >= 0 && oldfd != newfd && unlikely(san_managed(oldfd)))
+	if (ret >= 0 && other && unlikely(san_managed(oldfd)))
 		san_sock_on_dup(oldfd, newfd);
 	return ret;
 }

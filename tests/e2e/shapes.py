@@ -20,7 +20,8 @@ makes one first only to learn a free port, and closes it), thread (one thread ac
 thread serves each connection), activated (the listener handed to an exec'd program, as systemd's
 socket activation does; the parent closes its copy), inetd (the parent accepts, a forked
 child puts the connection on its stdin and stdout and execs a program that serves it with
-read(2) and write(2); inetdstdio: with C stdio, tests/tools/sanstdio), passed (an exec'd program
+read(2) and write(2); inetdspawn: the same through subprocess.Popen(stdin=c, stdout=c), a vfork
+child; inetdstdio: with C stdio, tests/tools/sanstdio), passed (an exec'd program
 receives the listener over a UNIX socket, SCM_RIGHTS; the parent closes its copy), handoff
 (the parent accepts each connection and hands it over SCM_RIGHTS to an exec'd program that
 serves it, keeping its own copy open: such a connection must stay TCP, since the process that
@@ -150,6 +151,20 @@ def server(shape, portfile, conns):
             a.close()
         lst.close()
         return kid.wait()
+    if shape == "inetdspawn":
+        # inetd's shape through subprocess: Python execs the child from a vfork child whose
+        # dup2() of the connection onto 0 and 1 runs in our memory, not its own fd table.
+        kids = []
+        for _ in range(conns):
+            c, _ = lst.accept()
+            kids.append(subprocess.Popen([sys.executable, os.path.abspath(__file__),
+                                          "serve-stdio"], stdin=c, stdout=c))
+            c.close()
+            say_for(kids[-1].pid, "worker")
+        bad = 0
+        for k in kids:
+            bad |= k.wait()
+        return 0 if not bad else 1
     if shape in ("fork", "inetd", "inetdstdio"):
         # Accept, fork a child that serves, close our copy (the classic pre-fork daemon's and
         # database's shape); each child prints its own stats line. inetd: the child puts the
@@ -351,7 +366,9 @@ def talk(i, s, size, reqs, chunk, data, t0):
 
 def serve_stdio():
     # the connection is stdin and stdout (inetd): read(2) and write(2) only, as a shell's
-    # programs and most inetd services use them
+    # programs and most inetd services use them; every other fd closed first, as inetd
+    # services do (sshd -i: closefrom(3))
+    os.closerange(3, 1 << 16)
     def read_exact(n):
         buf = bytearray()
         while len(buf) < n:

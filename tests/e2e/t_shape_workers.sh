@@ -13,7 +13,9 @@
 # "clientfork" (the client connects, a forked child talks) and "forkhelper" (the server forks a
 # child that closes its copy and exits, then serves the connection itself), "inetd" (the parent
 # accepts, a forked child puts the connection on its stdin and stdout and execs the program that
-# serves it with read(2) and write(2): that program adopts the connection at load), "dup" (one
+# serves it with read(2) and write(2), after closing every other fd as inetd services do: that
+# program adopts the connection at load; "inetdspawn": the same through Python's subprocess, whose
+# vfork child dup2()s the connection in the parent's memory), "dup" (one
 # process dup()s each connection, reads through one number and writes through the other, and
 # closes the first after the first reply). Every
 # connection must
@@ -71,14 +73,14 @@ sum() {
 
 for size in 10 300000; do
 	for shape in single dup thread workers reuseport activated passed fork clientfork forkhelper \
-		inetd; do
+		inetd inetdspawn; do
 		run "$shape" none $size
 		tcp=$RUN_WORST
 		base=0
-		[ "$shape" = inetd ] && base=$tcp
+		case $shape in inetd*) base=$tcp ;; esac
 		run "$shape" pre $size $base
 		server=listener
-		case $shape in workers | reuseport | activated | passed | fork | inetd) server=worker ;; esac
+		case $shape in workers | reuseport | activated | passed | fork | inetd*) server=worker ;; esac
 		c=$(sum "$shape.pre.$size" client switched)
 		b=$(sum "$shape.pre.$size" "$server" switched)
 		[ "$c" -eq "$CONNS" ] && [ "$b" -eq "$CONNS" ] || {
