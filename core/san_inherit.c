@@ -20,24 +20,16 @@ struct inherited {
 	uint64_t ino;
 };
 
-static int sockopt_int(int fd, int level, int opt)
-{
-	int v = -1;
-	socklen_t l = sizeof(v);
-
-	return SAN_SYS(SYS_getsockopt, (long)fd, (long)level, (long)opt, &v, &l) < 0 ? -1 : v;
-}
-
 /* An established TCP connection (not a listener, not one still connecting or closing)? */
 static bool established_tcp(int fd, uint32_t *flags)
 {
 	struct tcp_info ti;
 	socklen_t l = sizeof(ti);
-	int dom = sockopt_int(fd, SOL_SOCKET, SO_DOMAIN), fl;
+	int dom = san_sys_getsockopt_int(fd, SOL_SOCKET, SO_DOMAIN), fl;
 
 	if ((dom != AF_INET && dom != AF_INET6) ||
-	    sockopt_int(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM ||
-	    sockopt_int(fd, SOL_SOCKET, SO_PROTOCOL) != IPPROTO_TCP ||
+	    san_sys_getsockopt_int(fd, SOL_SOCKET, SO_TYPE) != SOCK_STREAM ||
+	    san_sys_getsockopt_int(fd, SOL_SOCKET, SO_PROTOCOL) != IPPROTO_TCP ||
 	    SAN_SYS(SYS_getsockopt, (long)fd, (long)IPPROTO_TCP, (long)TCP_INFO, &ti, &l) < 0 ||
 	    ti.tcpi_state != TCP_ESTABLISHED)
 		return false;

@@ -86,6 +86,15 @@ static inline int san_sys_setsockopt_int(int fd, int level, int opt, int val)
 			    (long)sizeof(val));
 }
 
+/* An int socket option's value, or -1 when it cannot be read. */
+static inline int san_sys_getsockopt_int(int fd, int level, int opt)
+{
+	int v = -1;
+	socklen_t l = sizeof(v);
+
+	return SAN_SYS(SYS_getsockopt, (long)fd, (long)level, (long)opt, &v, &l) < 0 ? -1 : v;
+}
+
 static inline int san_sys_shutdown(int fd, int how)
 {
 	return (int)SAN_SYS(SYS_shutdown, (long)fd, (long)how);

@@ -1,5 +1,7 @@
 /* core — the upgrade over the shm side channel: A in its first data call, B on the engine. */
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -220,6 +222,28 @@ int san_up_write_mark(struct san_sock *s, int wait_ms)
 	return mark_write(s, s->tcp, wait_ms);
 }
 
+/*
+ * Send what TCP holds back now: the MARK is the last thing we write on TCP, and the peer reads
+ * nothing of the ring until it has it. An application that corks its socket (nginx's
+ * tcp_nopush, around sendfile) would keep it up to 200 ms, the kernel's cork timeout, while
+ * the ring and area fill and its sends wait (a 50 MiB download: 0.24 s instead of 0.03); Nagle
+ * would keep it until TCP's last segment was acknowledged. Setting TCP_NODELAY pushes past
+ * both; the application's settings are put back as they were.
+ */
+static void tcp_push(int tcp)
+{
+	int cork = san_sys_getsockopt_int(tcp, IPPROTO_TCP, TCP_CORK);
+	int nodelay = san_sys_getsockopt_int(tcp, IPPROTO_TCP, TCP_NODELAY);
+
+	if (nodelay == 0) {
+		(void)san_sys_setsockopt_int(tcp, IPPROTO_TCP, TCP_NODELAY, 1);
+		(void)san_sys_setsockopt_int(tcp, IPPROTO_TCP, TCP_NODELAY, 0);
+	} else if (cork > 0) {
+		(void)san_sys_setsockopt_int(tcp, IPPROTO_TCP, TCP_CORK, 0);
+		(void)san_sys_setsockopt_int(tcp, IPPROTO_TCP, TCP_CORK, cork);
+	}
+}
+
 static int mark_write(struct san_sock *s, int tcp, int wait_ms)
 {
 	uint8_t mark[SAN_MARK_LEN];
@@ -239,6 +263,7 @@ static int mark_write(struct san_sock *s, int tcp, int wait_ms)
 		if (!wait_ms || san_sys_poll(&p, 1, wait_ms) == 0)
 			return -EAGAIN;
 	}
+	tcp_push(tcp);
 	return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core/san_stats.h"
+#include "core/san_sys.h"
 
 /*
  * Every helper runs after the real call and must leave errno as the real
@@ -70,14 +71,6 @@ void san_track_connect(int fd, int ret)
 	san_debug("fd %d: active (connect %s)", fd, ret == 0 ? "done" : "in progress");
 }
 
-static int san_track_sockopt(int fd, int name)
-{
-	int v = -1;
-	socklen_t len = sizeof(v);
-
-	return SAN_REAL(getsockopt)(fd, SOL_SOCKET, name, &v, &len) == 0 ? v : -1;
-}
-
 /*
  * A TCP listener this process never saw made: received over SCM_RIGHTS, or inherited through
  * exec (systemd's socket activation hands them over so). Adopted at its first accept(), after
@@ -89,7 +82,7 @@ static pthread_mutex_t san_track_adopt_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static bool san_track_adopt(int lfd, int fd)
 {
-	int e = errno, dom = san_track_sockopt(fd, SO_DOMAIN);
+	int e = errno, dom = san_sys_getsockopt_int(fd, SOL_SOCKET, SO_DOMAIN);
 	bool ok = false;
 
 	if (dom != AF_INET && dom != AF_INET6) {
@@ -98,8 +91,8 @@ static bool san_track_adopt(int lfd, int fd)
 	}
 	/* Two threads accepting on it at once adopt it once (the loser finds it a listener). */
 	pthread_mutex_lock(&san_track_adopt_lock);
-	if (!san_fd_get(lfd) && san_track_sockopt(lfd, SO_ACCEPTCONN) == 1 &&
-	    san_track_sockopt(lfd, SO_PROTOCOL) == IPPROTO_TCP &&
+	if (!san_fd_get(lfd) && san_sys_getsockopt_int(lfd, SOL_SOCKET, SO_ACCEPTCONN) == 1 &&
+	    san_sys_getsockopt_int(lfd, SOL_SOCKET, SO_PROTOCOL) == IPPROTO_TCP &&
 	    !san_fd_track(lfd, SAN_FD_TCP, dom == AF_INET6 ? SAN_FDF_INET6 : 0)) {
 		san_stats_track();
 		san_debug("fd %d: a TCP listener made elsewhere, adopted", lfd);

@@ -7,7 +7,10 @@
 # best requests/s of each mode and their ratio are logged; only a catastrophe (preloaded under
 # 0.3x kernel TCP) fails, this machine being shared and noisy. Then curl fetches a 50 MiB random
 # file, with nothing preloaded and with curl and nginx preloaded: the sha256 must match, within
-# 60 s, and the preloaded curl's one connection must have switched.
+# 60 s, and the preloaded curl's one connection must have switched. Last, one curl fetches an 8 MiB
+# file 20 times, each on a new connection, nginx and curl both preloaded or neither: every
+# connection switched, and the preloaded fetches within twice the kernel's time plus 1 s (nginx
+# corks its socket around sendfile: a MARK held there stalled each connection 200 ms).
 # nginx redirects its stderr into the error_log file once it has read its configuration (and the
 # workers inherit that): the stats lines of master and workers (SANSWITCH_STATS=1) are found there.
 # timeout: 120
@@ -25,6 +28,8 @@ FLOOR=0.3 # fail only under this fraction of kernel TCP's requests/s
 mkdir -p "$TMP/www"
 printf '%063d\n' 0 >"$TMP/www/small" # 64 bytes
 head -c $((50 * 1024 * 1024)) /dev/urandom >"$TMP/www/big.bin"
+MID_BYTES=$((8 * 1024 * 1024))
+head -c "$MID_BYTES" "$TMP/www/big.bin" >"$TMP/www/mid.bin"
 WANT=$(sha "$TMP/www/big.bin")
 
 # ngx_up NAME MODE — start nginx as MODE (pre|none) on a free loopback port, its files in
@@ -188,6 +193,37 @@ fetch() {
 	fi
 }
 
+# fetches NAME MODE — a fresh nginx and one curl, both as MODE, fetch mid.bin NFETCH times, each on
+# a new connection (Connection: close). Sets FETCH_SECS (the sum of curl's time_total). Each
+# preloaded connection switches 256 KiB in, while nginx sends the rest corked (tcp_nopush): a
+# MARK left in the corked socket kept the client off the ring until the kernel's cork timer
+# fired, 200 ms a connection (seconds in all, against milliseconds over kernel TCP).
+NFETCH=20
+FETCH_SECS=
+fetches() {
+	local name=$1 mode=$2 rc=0 i l n
+	local -a args=()
+	ngx_up "$name.nginx" "$mode"
+	for i in $(seq "$NFETCH"); do args+=(-o /dev/null "http://127.0.0.1:$NGX_PORT/mid.bin"); done
+	as_t "$mode" 60 curl -sS --fail -H 'Connection: close' -w '%{time_total} %{size_download}\n' \
+		"${args[@]}" >"$TMP/$name.curl.out" 2>"$TMP/$name.curl.err" || rc=$?
+	no_preload_errors "$TMP/$name.curl.err"
+	[ "$rc" -eq 0 ] || {
+		show "$TMP/$name.curl.out" "$TMP/$name.curl.err" "$NGX_LOG"
+		fail "$name: curl exited $rc (124: not done in 60 s)"
+	}
+	ngx_down "$name.nginx" "$mode"
+	n=$(awk -v want="$MID_BYTES" '$2 == want' "$TMP/$name.curl.out" | wc -l)
+	[ "$n" -eq "$NFETCH" ] || { show "$TMP/$name.curl.out"; fail "$name: $n of $NFETCH fetches complete"; }
+	FETCH_SECS=$(awk '{ t += $1 } END { printf "%.3f", t }' "$TMP/$name.curl.out")
+	if [ "$mode" = pre ]; then
+		l=$(stats_line "$TMP/$name.curl.err") || exit 1
+		[ "$(field "$l" switched)" -eq "$NFETCH" ] ||
+			fail "$name: curl switched $(field "$l" switched) of $NFETCH connections: $l"
+	fi
+	log "$name: $NFETCH fetches of 8 MiB, each a new connection ($mode): $FETCH_SECS s in all"
+}
+
 # An ASan build (make check SANITIZE=address) cannot preload curl (t_curl_http: it hangs under the
 # ASan runtime before its main): there only nginx is preloaded for the big file.
 CURL=pre
@@ -215,4 +251,14 @@ fi
 
 fetch curl_kernel none none
 fetch curl_pre pre "$CURL"
+if [ "$CURL" = pre ]; then
+	fetches fetches_kernel none
+	k=$FETCH_SECS
+	fetches fetches_pre pre
+	# a stall is seconds; the machine's noise is a fraction of the kernel's time
+	if ! awk -v p="$FETCH_SECS" -v k="$k" 'BEGIN { exit !(p <= 2 * k + 1.0) }'; then
+		fail "$NFETCH new connections of 8 MiB took $FETCH_SECS s preloaded, $k s over kernel" \
+			"TCP (bound: twice the kernel's + 1 s): a stall"
+	fi
+fi
 log "nginx ok: kernel TCP and preloaded"
