@@ -167,18 +167,25 @@ bench() {
 	log "$name: $reqs requests, $RPS requests/s"
 }
 
-# fetch NAME SMODE CMODE — a fresh nginx as SMODE and curl as CMODE fetch big.bin; bytes and time
-# checked.
-fetch() {
-	local name=$1 smode=$2 cmode=$3 rc=0 got secs l
-	ngx_up "$name.nginx" "$smode"
-	as_t "$cmode" 60 curl -sS --fail -o "$TMP/$name.bin" -w '%{time_total}\n' \
-		"http://127.0.0.1:$NGX_PORT/big.bin" >"$TMP/$name.curl.out" 2>"$TMP/$name.curl.err" || rc=$?
+# run_curl NAME MODE ARGS... — curl as MODE (pre|none) with ARGS, within 60 s; it must succeed.
+# Its output in $TMP/NAME.curl.out, its stderr in $TMP/NAME.curl.err.
+run_curl() {
+	local name=$1 mode=$2 rc=0
+	shift 2
+	as_t "$mode" 60 curl -sS --fail "$@" >"$TMP/$name.curl.out" 2>"$TMP/$name.curl.err" || rc=$?
 	no_preload_errors "$TMP/$name.curl.err"
 	[ "$rc" -eq 0 ] || {
 		show "$TMP/$name.curl.out" "$TMP/$name.curl.err" "$NGX_LOG"
 		fail "$name: curl exited $rc (124: not done in 60 s)"
 	}
+}
+
+# fetch NAME SMODE CMODE — a fresh nginx as SMODE and curl as CMODE fetch big.bin; bytes and time
+# checked.
+fetch() {
+	local name=$1 smode=$2 cmode=$3 got secs l
+	ngx_up "$name.nginx" "$smode"
+	run_curl "$name" "$cmode" -o "$TMP/$name.bin" -w '%{time_total}\n' "http://127.0.0.1:$NGX_PORT/big.bin"
 	ngx_down "$name.nginx" "$smode"
 	got=$(sha "$TMP/$name.bin")
 	[ "$got" = "$WANT" ] || fail "$name: sha256 $got, want $WANT ($(stat -c %s "$TMP/$name.bin") bytes)"
@@ -201,17 +208,11 @@ fetch() {
 NFETCH=20
 FETCH_SECS=
 fetches() {
-	local name=$1 mode=$2 rc=0 i l n
+	local name=$1 mode=$2 i l n
 	local -a args=()
 	ngx_up "$name.nginx" "$mode"
 	for i in $(seq "$NFETCH"); do args+=(-o /dev/null "http://127.0.0.1:$NGX_PORT/mid.bin"); done
-	as_t "$mode" 60 curl -sS --fail -H 'Connection: close' -w '%{time_total} %{size_download}\n' \
-		"${args[@]}" >"$TMP/$name.curl.out" 2>"$TMP/$name.curl.err" || rc=$?
-	no_preload_errors "$TMP/$name.curl.err"
-	[ "$rc" -eq 0 ] || {
-		show "$TMP/$name.curl.out" "$TMP/$name.curl.err" "$NGX_LOG"
-		fail "$name: curl exited $rc (124: not done in 60 s)"
-	}
+	run_curl "$name" "$mode" -H 'Connection: close' -w '%{time_total} %{size_download}\n' "${args[@]}"
 	ngx_down "$name.nginx" "$mode"
 	n=$(awk -v want="$MID_BYTES" '$2 == want' "$TMP/$name.curl.out" | wc -l)
 	[ "$n" -eq "$NFETCH" ] || { show "$TMP/$name.curl.out"; fail "$name: $n of $NFETCH fetches complete"; }
