@@ -1185,8 +1185,10 @@ static bool sock_kernel_diff(struct san_sock *s, int64_t *dtx, int64_t *drx);
 
 static bool a_may_propose(struct san_sock *s)
 {
+	int r;
+
 	if (s->forked) {
-		int r = san_sock_forked_alone(s);
+		r = san_sock_forked_alone(s);
 
 		if (r == -EBUSY && san_sock_retry_later(s))
 			return false;
@@ -1195,7 +1197,8 @@ static bool a_may_propose(struct san_sock *s)
 			return false;
 		}
 	}
-	if (san_sock_counts_ok(s))
+	r = san_sock_counts(s);
+	if (!r)
 		return true;
 	if (san_log_enabled(SAN_LOG_DEBUG)) {
 		int64_t dtx = 0, drx = 0;
@@ -1204,6 +1207,9 @@ static bool a_may_propose(struct san_sock *s)
 		san_debug("fd %d: our counts are not the kernel's (%s: %lld, %lld)", s->fd,
 			  got ? "differences" : "not readable", (long long)dtx, (long long)drx);
 	}
+	/* the stream moved under every read (a bulk transfer in full flow): at a later call */
+	if (r == -EAGAIN && san_sock_retry_later(s))
+		return false;
 	if (!s->forked && !s->tcp_tx && !s->tcp_rx) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);
@@ -2234,6 +2240,10 @@ static bool sock_kernel_diff(struct san_sock *s, int64_t *dtx, int64_t *drx)
 {
 	uint64_t ktx, krx;
 
+	if (san_fault(SAN_FAULT_COUNTS_BUSY) && !s->counts_fault_done) {
+		s->counts_fault_done = true;
+		return false;
+	}
 	if (s->in_kernel || san_forked_kernel_counts(s->tcp, &ktx, &krx))
 		return false;
 	*dtx = (int64_t)(ktx - s->tcp_tx);
@@ -2347,15 +2357,23 @@ int san_sock_forked_alone(struct san_sock *s)
  * where no preload sees them), raw system calls, io_uring: a switch would put its MARK at the
  * wrong offset, and the connection stays TCP. Lock held, no call of ours in the kernel.
  */
-bool san_sock_counts_ok(struct san_sock *s)
+int san_sock_counts(struct san_sock *s)
 {
 	int64_t dtx, drx;
+	bool same;
 
 	if (!sock_kernel_diff(s, &dtx, &drx))
-		return false;
+		return -EAGAIN;
 	if (s->forked)
-		return s->fork_base_ok && dtx == s->fork_dtx && drx == s->fork_drx;
-	return dtx == (s->role == SAN_UP_ROLE_A ? 1 : 0) && drx == 0;
+		same = s->fork_base_ok && dtx == s->fork_dtx && drx == s->fork_drx;
+	else
+		same = dtx == (s->role == SAN_UP_ROLE_A ? 1 : 0) && drx == 0;
+	return same ? 0 : -EXDEV;
+}
+
+bool san_sock_counts_ok(struct san_sock *s)
+{
+	return san_sock_counts(s) == 0;
 }
 
 /*

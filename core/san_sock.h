@@ -178,6 +178,7 @@ struct san_sock {
 	struct san_sock_epreg ep[SAN_SOCK_EPOLL_MAX];
 	int nep;
 	bool ep_overflow; /* more registrations than we can re-create: do not switch */
+	bool counts_fault_done; /* SANSWITCH_FAULT=counts_busy was played on it */
 };
 
 /*
@@ -218,6 +219,8 @@ int san_sock_forked_alone(struct san_sock *s);
  * Our counts of a candidate are still the kernel's: nobody moved bytes behind our wrappers (a
  * fork's other copy, stdio, raw system calls). Lock held, none of its calls in the kernel.
  */
+/* 0: our counts are the kernel's; -EXDEV: they differ; -EAGAIN: the stream moved under every read */
+int san_sock_counts(struct san_sock *s);
 bool san_sock_counts_ok(struct san_sock *s);
 /*
  * The process exits (the stats line): a connection committed to the SAN whose application

@@ -539,10 +539,21 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	}
 	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
 	     s->tx == SK_TX_TCP && !s->ep_overflow;
-	if (ok && !san_sock_counts_ok(s)) {
-		/* another process moved bytes on it */
-		san_sock_drop(s, SAN_R_STATE);
-		ok = false;
+	if (ok) {
+		int cr = san_sock_counts(s);
+
+		if (cr == -EAGAIN) {
+			/* the stream moved under every read: A tries again later, if it can */
+			pthread_mutex_unlock(&s->lock);
+			san_sys_close(x);
+			san_sys_close(y);
+			return SAN_R_BUSY;
+		}
+		if (cr) {
+			/* another process moved bytes on it */
+			san_sock_drop(s, SAN_R_STATE);
+			ok = false;
+		}
 	}
 	if (ok && map_rings(s, rx->fd, prm.ring_size, prm.bulk_size, false, false) < 0) {
 		san_up_unmap(s);

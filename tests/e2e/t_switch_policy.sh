@@ -5,6 +5,8 @@
 #   - one request per connection (the connection-rate loop): nothing switches, at either end;
 #   - three requests: the first over TCP (18 bytes per connection: an 8-byte length and 10
 #     bytes), the second and third over the SAN;
+#   - five requests, each end's first look at the kernel's counts finding them moving
+#     (SANSWITCH_FAULT=counts_busy): the first three over TCP, the rest over the SAN;
 #   - SANSWITCH_SWITCH_AFTER=2: the first two over TCP; =0: none (proposed before any byte);
 #   - one 1 MiB request in 64 KiB sends: proposed at the first send after 256 KiB moved (the
 #     length and 4 pieces over TCP; 8 or 12 if the server's receive was in the kernel then), the rest
@@ -56,6 +58,16 @@ expect keep "$CL" tcp_tx_bytes $((CONNS * 18))
 expect keep "$CL" san_tx_bytes $((CONNS * 36))
 expect keep "$SL" tcp_tx_bytes $((CONNS * 10))
 log "three requests: all $CONNS switched, the first request over TCP, the others over the SAN"
+
+# A stream in full flow can keep the kernel's counts unreadable (core/san_forked.c): "not now",
+# never "stays TCP". counts_busy makes each end's first look find them moving: A's, at its second
+# request (it proposes at its third instead), then B's, at that PROPOSE (BUSY: A proposes again at
+# its fourth). Before, A's unreadable counts kept the connection on TCP for good.
+run busy pre pre 10 5 SANSWITCH_FAULT=counts_busy
+for l in "$CL" "$SL"; do expect busy "$l" switched "$CONNS"; done
+expect busy "$CL" tcp_tx_bytes $((CONNS * 3 * 18))
+expect busy "$CL" san_tx_bytes $((CONNS * 2 * 18))
+log "counts unreadable at the first look of each end: all $CONNS switched two requests later"
 
 run after2 pre pre 10 3 SANSWITCH_SWITCH_AFTER=2
 expect after2 "$CL" switched "$CONNS"
