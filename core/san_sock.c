@@ -544,11 +544,56 @@ void san_sock_drop(struct san_sock *s, unsigned int reason)
  */
 static void sock_windows(struct san_sock *s);
 
+/*
+ * SO_RCVLOWAT: the kernel makes a TCP socket readable only once that many bytes wait, and the
+ * peer's MARK is 16 bytes, perhaps all that ever comes on TCP after the commit. So from the
+ * commit until our MARK reader is done, the socket's low-water mark is 1 and the application's
+ * value is kept here (SO_RCVLOWAT set and asked through the wrappers meanwhile:
+ * san_sock_rcvlowat), then put back on the anchor at the swap. Before, a connection whose
+ * application had set 100 hung at the switch: neither its poll nor ours ever saw the MARK.
+ * Lock held.
+ */
+static void lowat_hold(struct san_sock *s)
+{
+	int v = s->tcp >= 0 ? san_sys_getsockopt_int(s->tcp, SOL_SOCKET, SO_RCVLOWAT) : -1;
+
+	if (v > 1 && san_sys_setsockopt_int(s->tcp, SOL_SOCKET, SO_RCVLOWAT, 1) == 0)
+		s->lowat_app = v;
+}
+
+static void lowat_release(struct san_sock *s)
+{
+	if (s->lowat_app > 1)
+		(void)san_sys_setsockopt_int(s->tcp, SOL_SOCKET, SO_RCVLOWAT, s->lowat_app);
+	s->lowat_app = 0;
+}
+
+int san_sock_rcvlowat(int fd, int *val, bool set)
+{
+	struct san_sock *s = san_sock_get(fd);
+	int r = SAN_PASS;
+
+	if (!s)
+		return SAN_PASS;
+	pthread_mutex_lock(&s->lock);
+	if (s->committed && !s->swapped && s->tcp >= 0) {
+		if (set)
+			s->lowat_app = *val > 1 ? *val : 0; /* (the kernel takes 0 as 1) */
+		else
+			*val = s->lowat_app > 1 ? s->lowat_app : 1;
+		r = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
+	return r;
+}
+
 void san_sock_commit(struct san_sock *s)
 {
 	s->committed = true;
 	sock_flags_all(s, SAN_FDF_COMMITTED, 0);
 	sock_windows(s);
+	lowat_hold(s);
 }
 
 /*
@@ -914,6 +959,7 @@ int san_sock_swap(struct san_sock *s)
 	s->xfd = s->fd;
 	s->tcp = anchor;
 	s->swapped = true;
+	lowat_release(s); /* the application's low-water mark, asked through the anchor from now */
 	/* Numbers dup()ed from it between commit and now become X too (san_sock_on_dup). */
 	if (s->fdrefs > 1) {
 		pthread_mutex_lock(&reg_lock);

@@ -179,6 +179,7 @@ struct san_sock {
 	int nep;
 	bool ep_overflow; /* more registrations than we can re-create: do not switch */
 	bool counts_fault_done; /* SANSWITCH_FAULT=counts_busy was played on it */
+	int lowat_app; /* committed, not swapped: the application's SO_RCVLOWAT (> 1), ours is 1 */
 };
 
 /*
@@ -221,6 +222,12 @@ int san_sock_forked_alone(struct san_sock *s);
  */
 /* 0: our counts are the kernel's; -EXDEV: they differ; -EAGAIN: the stream moved under every read */
 int san_sock_counts(struct san_sock *s);
+/*
+ * SO_RCVLOWAT of a connection between its commit and its swap, set or asked (*val) by the
+ * application: kept, not given to the kernel (lowat_hold in san_sock.c). 0, or SAN_PASS: the
+ * socket's own, as always.
+ */
+int san_sock_rcvlowat(int fd, int *val, bool set);
 bool san_sock_counts_ok(struct san_sock *s);
 /*
  * The process exits (the stats line): a connection committed to the SAN whose application

@@ -1,4 +1,5 @@
 /* preload — wrappers: socket setup and control (socket, listen, accept, connect, options). */
+#include <limits.h>
 #include <string.h>
 #include "preload/san_preload.h"
 
@@ -122,6 +123,15 @@ SAN_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 			return 0;
 		}
 		fd = san_sock_anchor(fd);
+	} else if (unlikely(level == SOL_SOCKET && name == SO_RCVLOWAT && san_managed(fd)) && val &&
+		   len && *len >= sizeof(int)) {
+		int v;
+
+		if (san_sock_rcvlowat(fd, &v, false) == 0) {
+			memcpy(val, &v, sizeof(v));
+			*len = sizeof(v);
+			return 0;
+		}
 	}
 	return SAN_REAL(getsockopt)(fd, level, name, val, len);
 }
@@ -129,7 +139,19 @@ SAN_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 SAN_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	int kfd = unlikely(san_switched(fd)) ? san_sock_anchor(fd) : fd;
-	int r = SAN_REAL(setsockopt)(kfd, level, name, val, len);
+	int r;
+
+	if (unlikely(level == SOL_SOCKET && name == SO_RCVLOWAT && kfd == fd && san_managed(fd)) &&
+	    val && len >= sizeof(int)) {
+		int v;
+
+		memcpy(&v, val, sizeof(v));
+		if (v < 0)
+			v = INT_MAX; /* as the kernel reads it */
+		if (san_sock_rcvlowat(fd, &v, true) == 0)
+			return 0;
+	}
+	r = SAN_REAL(setsockopt)(kfd, level, name, val, len);
 
 	/* Buffer sizes the application chose bound what a switched connection holds too. */
 	if (unlikely(r == 0 && level == SOL_SOCKET &&

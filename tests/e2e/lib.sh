@@ -368,6 +368,16 @@ pid_line() {
 		{ show "$1"; fail "$(basename -- "$1"): malformed stats line for pid $2"; }
 }
 
+# pids_switched OUT ERR N WHAT — each process that printed "# pid P" in OUT has one stats line in
+# ERR saying switched=N.
+pids_switched() {
+	local pid l
+	for pid in $(sed -n 's/^# pid \([0-9]*\)$/\1/p' "$1"); do
+		l=$(pid_line "$2" "$pid") || exit 1
+		[ "$(field "$l" switched)" -eq "$3" ] || fail "$4: not all $3 switched: $l"
+	done
+}
+
 # moved LINE KEY — san_KEY_bytes + tcp_KEY_bytes of a stats line (KEY: tx or rx).
 moved() {
 	local san tcp

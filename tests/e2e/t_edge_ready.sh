@@ -24,12 +24,7 @@ for side in server client; do
 			line=$(grep '^readable-then-EAGAIN' "$out.out") || { show "$out.out"; fail "$side $w ($mode): no result"; }
 			[ "$line" = "readable-then-EAGAIN 0 of $N" ] ||
 				fail "$side $w ($mode): a wait said readable and the receive said EAGAIN: $line"
-			if [ "$mode" = pre ]; then
-				for pid in $(sed -n 's/^# pid \([0-9]*\)$/\1/p' "$out.out"); do
-					l=$(pid_line "$out.err" "$pid") || exit 1
-					[ "$(field "$l" switched)" -eq "$N" ] || fail "$side $w: not all $N switched: $l"
-				done
-			fi
+			[ "$mode" = pre ] && pids_switched "$out.out" "$out.err" "$N" "$side $w"
 		done
 		log "$side waits ($w): $N connections, switched, no wait said readable before its data"
 	done

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""edge_rcvlowat.py N WHO — SO_RCVLOWAT around the switch-over (t_edge_rcvlowat.sh).
+
+One process forks: the child listens on 127.0.0.1 and serves N connections one after the other,
+the parent connects N times. Each connection makes 20 exchanges of a 100-byte request and a
+100-byte reply, every receive waiting with a 5 s timeout (a hang prints "timeout", never blocks
+the test). WHO sets SO_RCVLOWAT=100 before the first exchange: server, client or both; "late":
+both set 100 after the fifth exchange (after a switch under the suite's default policy). Each
+side reads SO_RCVLOWAT back after the last exchange and prints it: the value the application set,
+as the kernel keeps it. Output: one line per connection and side, "# pid P" per process.
+"""
+import os
+import socket
+import sys
+
+N, WHO = int(sys.argv[1]), sys.argv[2]
+K, SIZE, LOWAT = 20, 100, 100
+
+
+def recvn(c, n):
+    b = b""
+    while len(b) < n:
+        d = c.recv(n - len(b))
+        if not d:
+            raise EOFError
+        b += d
+    return b
+
+
+def lowat(c, side, k):
+    if (WHO in (side, "both") and k == 0) or (WHO == "late" and k == 5):
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, LOWAT)
+
+
+def talk(c, side, i):
+    c.settimeout(5)
+    try:
+        for k in range(K):
+            lowat(c, side, k)
+            if side == "client":
+                c.sendall(bytes([k]) * SIZE)
+                got = recvn(c, SIZE)
+            else:
+                got = recvn(c, SIZE)
+                c.sendall(got)
+            if got != bytes([k]) * SIZE:
+                return "conn %d %s: wrong bytes at exchange %d" % (i, side, k)
+        v = c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+        return "conn %d %s: %d exchanges, SO_RCVLOWAT %d" % (i, side, K, v)
+    except socket.timeout:
+        return "conn %d %s: timeout at exchange %d" % (i, side, k)
+    except (EOFError, OSError) as e:
+        return "conn %d %s: %s at exchange %d" % (i, side, e, k)
+
+
+lsn = socket.socket()
+lsn.bind(("127.0.0.1", 0))
+port = lsn.getsockname()[1]
+pid = os.fork()
+if pid == 0:
+    lsn.listen(8)
+    out = []
+    for i in range(N):
+        c, _ = lsn.accept()
+        out.append(talk(c, "server", i))
+        c.close()
+    print("# pid %d" % os.getpid())
+    print("\n".join(out), flush=True)
+    os._exit(0)
+lsn.close()
+out = []
+for i in range(N):
+    c = socket.create_connection(("127.0.0.1", port))
+    out.append(talk(c, "client", i))
+    c.close()
+_, st = os.waitpid(pid, 0)
+print("# pid %d" % os.getpid())
+print("\n".join(out), flush=True)
+sys.exit(0 if st == 0 else 1)
