@@ -10,9 +10,12 @@
  *                                            requests of SIZE bytes; every reply is checked
  *
  * The client prints one line:
- *   conns=N secs=S rate=R first_p50_us=A first_p99_us=B
+ *   conns=N secs=S rate=R first_p50_us=A first_p99_us=B second_p50_us=C third_p50_us=D
  * rate: connections per second; first_*: from the start of connect() to the whole first reply,
- * the cost of a new connection's first request. Exit 1 at the first wrong byte or failed call.
+ * the cost of a new connection's first request; second_ and third_: from the request's first
+ * byte to its whole reply (0 with fewer requests): under the library's default policy the
+ * second is the one that switches a keep-alive connection, the third the first switched. Exit 1
+ * at the first wrong byte or failed call.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -126,12 +129,13 @@ static int client(int port, double secs, size_t size, int reqs)
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	size_t cap = 1 << 16, n = 0;
 	double *first = malloc(cap * sizeof(*first));
+	double *second = malloc(cap * sizeof(*second)), *third = malloc(cap * sizeof(*third));
 	static char req[SIZE_MAX_REQ + 4], back[SIZE_MAX_REQ];
 	double t0 = now_s(), end = t0 + secs, t;
 	uint32_t len = htonl((uint32_t)size);
 	int one = 1;
 
-	if (!first || size > SIZE_MAX_REQ)
+	if (!first || !second || !third || size > SIZE_MAX_REQ)
 		return 2;
 	memcpy(req, &len, 4);
 	for (size_t i = 0; i < size; i++)
@@ -144,7 +148,22 @@ static int client(int port, double secs, size_t size, int reqs)
 			return 1;
 		}
 		(void)setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (n == cap) {
+			double *m1 = realloc(first, 2 * cap * sizeof(*first));
+			double *m2 = m1 ? realloc(second, 2 * cap * sizeof(*second)) : NULL;
+			double *m3 = m2 ? realloc(third, 2 * cap * sizeof(*third)) : NULL;
+
+			if (!m3)
+				return 2;
+			first = m1;
+			second = m2;
+			third = m3;
+			cap *= 2;
+		}
+		second[n] = third[n] = 0;
 		for (int k = 0; k < reqs; k++) {
+			double tk = now_s();
+
 			if (io_all(c, req, 4 + size, 0) < 0 || io_all(c, back, size, 1) < 0) {
 				perror("sanconnrate client: request");
 				return 1;
@@ -154,24 +173,24 @@ static int client(int port, double secs, size_t size, int reqs)
 					fprintf(stderr, "sanconnrate client: WRONG reply byte %zu\n", i);
 					return 1;
 				}
-			if (k == 0) {
-				if (n == cap) {
-					double *m = realloc(first, 2 * cap * sizeof(*first));
-
-					if (!m)
-						return 2;
-					first = m;
-					cap *= 2;
-				}
-				first[n++] = (now_s() - t) * 1e6;
-			}
+			if (k == 0)
+				first[n] = (now_s() - t) * 1e6;
+			else if (k == 1)
+				second[n] = (now_s() - tk) * 1e6;
+			else if (k == 2)
+				third[n] = (now_s() - tk) * 1e6;
 		}
+		n++;
 		close(c);
 	}
 	t = now_s() - t0;
 	qsort(first, n, sizeof(*first), cmp_d);
-	printf("conns=%zu secs=%.3f rate=%.1f first_p50_us=%.1f first_p99_us=%.1f\n", n, t,
-	       (double)n / t, n ? first[n / 2] : 0.0, n ? first[n * 99 / 100] : 0.0);
+	qsort(second, n, sizeof(*second), cmp_d);
+	qsort(third, n, sizeof(*third), cmp_d);
+	printf("conns=%zu secs=%.3f rate=%.1f first_p50_us=%.1f first_p99_us=%.1f second_p50_us=%.1f "
+	       "third_p50_us=%.1f\n",
+	       n, t, (double)n / t, n ? first[n / 2] : 0.0, n ? first[n * 99 / 100] : 0.0,
+	       n ? second[n / 2] : 0.0, n ? third[n / 2] : 0.0);
 	return 0;
 }
 
