@@ -90,6 +90,42 @@ void san_core_before_exec(void)
  */
 void san_core_exit(void)
 {
+	if (san_core_is_sandboxed())
+		return;
 	san_prov_exit();
 	san_stats_exit();
+}
+
+/*
+ * A seccomp filter is about to be installed (preload's prctl wrapper). From then on any system
+ * call the filter does not allow kills the process, and the library's are not the program's own:
+ * a read() it makes a recvmsg(), waits that poll and ask SO_RCVTIMEO, TCP_INFO at a close, the
+ * stats file at exit (OpenSSH's pre-authentication child was killed by SIGSYS at its first read
+ * of a preloaded sshd's connection, and ssh failed, even with the client not preloaded). So:
+ * every connection not yet in an upgrade stays TCP (the engine, which the filter does not
+ * confine, refuses proposals for it), no socket made from now on is followed, and unless a
+ * connection is switched or being switched, the fd table is emptied: every later call goes to
+ * libc untouched, the very system call the program made. Nothing is done at exit: no stats
+ * line; the stats file is left for the next process's clean-up of dead ones.
+ */
+static bool sandboxed;
+
+void san_core_sandboxed(void)
+{
+	bool kept;
+
+	if (san_cfg.disable || __atomic_exchange_n(&sandboxed, true, __ATOMIC_ACQ_REL))
+		return;
+	san_debug("seccomp: the process confines itself: its connections stay on TCP");
+	san_cfg.disable = true; /* no new candidate, no listener's side channel */
+	kept = san_sock_sandbox();
+	if (!kept)
+		__atomic_store_n(&san_fdt.size, 0, __ATOMIC_RELEASE);
+	else
+		san_debug("seccomp: a connection on the SAN (or on its way) is kept: its calls are ours");
+}
+
+bool san_core_is_sandboxed(void)
+{
+	return __atomic_load_n(&sandboxed, __ATOMIC_ACQUIRE);
 }

@@ -2,6 +2,8 @@
 #ifndef SAN_CORE_H
 #define SAN_CORE_H
 
+#include <stdbool.h>
+
 void san_core_init(void);
 void san_core_loaded(void);
 void san_core_atfork_child(void);
@@ -9,5 +11,9 @@ void san_core_atfork_prepare(void);
 void san_core_atfork_parent(void);
 void san_core_before_exec(void);
 void san_core_exit(void);
+/* The process is about to confine itself with seccomp: the library steps aside. */
+void san_core_sandboxed(void);
+/* ... and has: nothing more to do at exit. */
+bool san_core_is_sandboxed(void);
 
 #endif /* SAN_CORE_H */

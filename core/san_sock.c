@@ -2343,8 +2343,13 @@ void san_sock_atfork_prepare(void)
 	free(list);
 }
 
-/* After fork(), in the parent: the copies it made are forked; those without counts stay TCP. */
-void san_sock_atfork_parent(void)
+/*
+ * act(s, arg) with s's lock held, for every sock that pick(s, arg) chooses under reg_lock: taken
+ * 64 at a time, each with a reference, locked outside reg_lock (a close takes the two the other
+ * way round). act must make pick false for s, or the next batch would take it again.
+ */
+static void sock_each(bool (*pick)(struct san_sock *s, void *arg),
+		      void (*act)(struct san_sock *s, void *arg), void *arg)
 {
 	struct san_sock *list[64];
 	struct san_sock *s;
@@ -2354,7 +2359,7 @@ void san_sock_atfork_parent(void)
 		n = 0;
 		pthread_mutex_lock(&reg_lock);
 		for (s = reg_list; s && n < 64; s = s->next)
-			if (!s->dropped && !s->attempted && !s->forked && reg && reg[s->fd] == s) {
+			if (pick(s, arg)) {
 				s->refs++;
 				list[n++] = s;
 			}
@@ -2362,18 +2367,66 @@ void san_sock_atfork_parent(void)
 		for (i = 0; i < n; i++) {
 			s = list[i];
 			pthread_mutex_lock(&s->lock);
-			if (s->dropped || s->attempted) {
-				/* (taken by a PROPOSE meanwhile: the fork generation refuses it) */
-			} else if (!s->fork_base_ok) {
-				san_sock_drop(s, SAN_R_STATE);
-			} else {
-				s->forked = true;
-				sock_flags_all(s, SAN_FDF_FORKED, 0);
-			}
+			act(s, arg);
 			pthread_mutex_unlock(&s->lock);
 			san_sock_put(s);
 		}
 	} while (n == 64);
+}
+
+/*
+ * A seccomp sandbox comes (san_core_sandboxed): every candidate not in an upgrade stays TCP.
+ * True when a connection is switched, committed or in an upgrade (B paused may not let go: it
+ * answered ACCEPT), whose calls must stay ours.
+ */
+static bool sandbox_pick(struct san_sock *s, void *arg)
+{
+	if (s->dropped || s->closing)
+		return false;
+	if (s->attempted || s->committed) {
+		*(bool *)arg = true;
+		return false;
+	}
+	return true;
+}
+
+static void sandbox_drop(struct san_sock *s, void *arg)
+{
+	if (!s->dropped && !s->attempted && !s->committed)
+		san_sock_drop(s, SAN_R_POLICY);
+	else if (!s->dropped)
+		*(bool *)arg = true;
+}
+
+bool san_sock_sandbox(void)
+{
+	bool kept = false;
+
+	sock_each(sandbox_pick, sandbox_drop, &kept);
+	return kept;
+}
+
+/* After fork(), in the parent: the copies it made are forked; those without counts stay TCP. */
+static bool parent_pick(struct san_sock *s, void *arg)
+{
+	return !s->dropped && !s->attempted && !s->forked && reg && reg[s->fd] == s;
+}
+
+static void parent_mark(struct san_sock *s, void *arg)
+{
+	if (s->dropped || s->attempted) {
+		/* (taken by a PROPOSE meanwhile: the fork generation refuses it) */
+	} else if (!s->fork_base_ok) {
+		san_sock_drop(s, SAN_R_STATE);
+	} else {
+		s->forked = true;
+		sock_flags_all(s, SAN_FDF_FORKED, 0);
+	}
+}
+
+void san_sock_atfork_parent(void)
+{
+	sock_each(parent_pick, parent_mark, NULL);
 }
 
 /*

@@ -222,6 +222,8 @@ int san_sock_forked_alone(struct san_sock *s);
  */
 /* 0: our counts are the kernel's; -EXDEV: they differ; -EAGAIN: the stream moved under every read */
 int san_sock_counts(struct san_sock *s);
+/* A seccomp sandbox comes: candidates stay TCP; true if a connection must stay ours. */
+bool san_sock_sandbox(void);
 /*
  * SO_RCVLOWAT of a connection between its commit and its swap, set or asked (*val) by the
  * application: kept, not given to the kernel (lowat_hold in san_sock.c). 0, or SAN_PASS: the

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/san_log.h"
+#include "core/san_core.h"
 #include "core/san_forked.h"
 #include "core/san_stats.h"
 #include "core/san_sock.h"
@@ -855,6 +856,8 @@ void san_stats_exit(void)
 	char line[4096];
 	size_t len;
 
+	if (san_core_is_sandboxed())
+		return; /* (san_core_sandboxed: no system call the filter may refuse) */
 	if (!san_stats_enabled() || san_st.pid != getpid() ||
 	    __atomic_exchange_n(&san_st.exited, 1, __ATOMIC_ACQ_REL))
 		return;

@@ -1,4 +1,6 @@
-/* preload — wrappers: process life (fork, the exec family, _exit). */
+/* preload — wrappers: process life (fork, the exec family, _exit, a seccomp sandbox). */
+#include <linux/seccomp.h>
+
 #include "preload/san_preload.h"
 
 /*
@@ -207,4 +209,25 @@ SAN_EXPORT void _Exit(int status)
 		fn(status);
 	SAN_REAL(_exit)(status);
 	__builtin_unreachable();
+}
+
+/*
+ * prctl(PR_SET_SECCOMP): the program confines itself (OpenSSH's pre-authentication child, a
+ * browser's renderer): from then on a system call its filter does not allow kills it (SIGSYS),
+ * and ours are not the ones it made (a read() we make a recvmsg(), our polls, getsockopt, the
+ * stats file). The library steps aside first (san_core_sandboxed). Every prctl() takes at most
+ * four more arguments, unsigned long each, as the kernel reads them.
+ */
+SAN_EXPORT int prctl(int option, ...)
+{
+	unsigned long a[4];
+	va_list ap;
+
+	va_start(ap, option);
+	for (int i = 0; i < 4; i++)
+		a[i] = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (option == PR_SET_SECCOMP && (a[0] == SECCOMP_MODE_FILTER || a[0] == SECCOMP_MODE_STRICT))
+		san_core_sandboxed();
+	return SAN_REAL(prctl)(option, a[0], a[1], a[2], a[3]);
 }

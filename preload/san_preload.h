@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -138,7 +139,8 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 	X(execvpe, int, (const char *, char *const[], char *const[]), false)                       \
 	X(fexecve, int, (int, char *const[], char *const[]), false)                                \
 	X(_exit, void, (int), true)                                                                \
-	X(_Exit, void, (int), false)
+	X(_Exit, void, (int), false)                                                               \
+	X(prctl, int, (int, ...), true)
 
 /*
  * The real functions. A NULL pointer means "not resolved yet" (or an
