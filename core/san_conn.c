@@ -1213,6 +1213,7 @@ again:
 			goto again;
 		}
 	}
+	san_shm_ring_cons_known(&s->rxr, &c);
 	return got;
 }
 
@@ -1445,10 +1446,13 @@ bool san_conn_ctrl_ahead(struct san_sock *s, uint8_t type)
 		if (san_msg_decode(f.msg, f.len, SAN_CHAN_SESSION, c.max_msg, &m) < 0)
 			return type == SAN_T_ABORT; /* a broken ring resets anyway */
 		if (m.type == type)
-			return true;
+			break;
 		if (san_shm_ring_cons_skip(&c) < 0)
 			return type == SAN_T_ABORT;
 	}
+	san_shm_ring_cons_known(&s->rxr, &c);
+	if (!r)
+		return true;
 	return r != -EAGAIN && type == SAN_T_ABORT;
 }
 

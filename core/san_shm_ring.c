@@ -411,10 +411,12 @@ int san_shm_ring_cons_peek(struct san_shm_cons *c, struct san_shm_frame *f)
 		off = 0;
 		tail = c->size;
 	}
-	err = san_frame_check(c->data + off, avail < tail ? avail : tail, c->seq, c->max_msg,
-			      &flen);
+	err = (pos < c->hashed_to ? san_frame_check_known : san_frame_check)(
+		c->data + off, avail < tail ? avail : tail, c->seq, c->max_msg, &flen);
 	if (err)
 		return san_shm_cons_fail(c, san_shm_frame_why(-err));
+	if (pos + flen > c->hashed_to)
+		c->hashed_to = pos + flen;
 	c->peek_msg = c->data + off;
 	c->peek_len = (uint32_t)(flen - SAN_TRAILER_LEN);
 	c->peek_end = pos + flen;

@@ -222,6 +222,14 @@ struct san_shm_cons {
 	uint64_t prod;	   /* last producer index seen and checked (or a move's src_to) */
 	uint64_t pub;	   /* last producer index seen published in sh->prod */
 	uint64_t peek_end; /* end of the frame peeked at rd, 0 if none */
+	/*
+	 * Frames before this position were checked whole once, hash included: a reader that
+	 * looks again (FIONREAD, MSG_PEEK, then the receive) does not hash them again. The hash
+	 * guards against torn frames, and a committed frame does not change; a peer that rewrites
+	 * one could as well have written it with a right hash. Copies of this struct (a peek's
+	 * walk) hand it back (san_shm_ring_cons_known).
+	 */
+	uint64_t hashed_to;
 	uint32_t peek_len;
 	const void *peek_msg;
 	int err;
@@ -341,6 +349,13 @@ int san_shm_ring_cons_consume(struct san_shm_cons *c);
  * yet): the next peek looks at the frame after it. 0, -EINVAL, -EPROTO.
  */
 int san_shm_ring_cons_skip(struct san_shm_cons *c);
+
+/* A walk over a copy of c checked frames whole: c need not hash them again. */
+static inline void san_shm_ring_cons_known(struct san_shm_cons *c, const struct san_shm_cons *walk)
+{
+	if (walk->hashed_to > c->hashed_to)
+		c->hashed_to = walk->hashed_to;
+}
 
 /*
  * Release every byte before end (a frame's end from peek, at or behind the read cursor) to

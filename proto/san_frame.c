@@ -1,6 +1,7 @@
 /* proto: ring frames — seal on the writer's side, check on the reader's. */
 #include <endian.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "proto/san_frame.h"
@@ -50,8 +51,8 @@ int san_frame_seal(void *frame, size_t cap)
 	return (int)(off + SAN_TRAILER_LEN);
 }
 
-int san_frame_check(const void *buf, size_t avail, uint32_t expected_seq, uint32_t max_len,
-		    size_t *frame_len)
+static int frame_check(const void *buf, size_t avail, uint32_t expected_seq, uint32_t max_len,
+		       size_t *frame_len, bool hash)
 {
 	const uint8_t *f = buf;
 	struct san_wire_hdr h;
@@ -79,8 +80,20 @@ int san_frame_check(const void *buf, size_t avail, uint32_t expected_seq, uint32
 	memcpy(&t, f + off, sizeof(t));
 	if (be32toh(t.seq) != expected_seq)
 		return -SAN_PROTO_ESEQ;
-	if (be64toh(t.hash) != san_frame_hash(f, off))
+	if (hash && be64toh(t.hash) != san_frame_hash(f, off))
 		return -SAN_PROTO_EHASH;
 	*frame_len = off + SAN_TRAILER_LEN;
 	return 0;
+}
+
+int san_frame_check(const void *buf, size_t avail, uint32_t expected_seq, uint32_t max_len,
+		    size_t *frame_len)
+{
+	return frame_check(buf, avail, expected_seq, max_len, frame_len, true);
+}
+
+int san_frame_check_known(const void *buf, size_t avail, uint32_t expected_seq, uint32_t max_len,
+			  size_t *frame_len)
+{
+	return frame_check(buf, avail, expected_seq, max_len, frame_len, false);
 }

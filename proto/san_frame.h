@@ -42,4 +42,11 @@ int san_frame_seal(void *frame, size_t cap);
 int san_frame_check(const void *buf, size_t avail, uint32_t expected_seq, uint32_t max_len,
 		    size_t *frame_len);
 
+/*
+ * The same without the hash, for a frame this reader has checked whole before (its header and
+ * trailer are still judged: they bound what is read).
+ */
+int san_frame_check_known(const void *buf, size_t avail, uint32_t expected_seq, uint32_t max_len,
+			  size_t *frame_len);
+
 #endif /* SAN_FRAME_H */

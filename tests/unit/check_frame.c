@@ -124,6 +124,24 @@ START_TEST(test_seq_mismatch)
 }
 END_TEST
 
+/* A frame checked before: the hash is not computed again, everything that bounds the read is. */
+START_TEST(test_known_frame)
+{
+	uint8_t buf[SLOT];
+	size_t flen = 0, want;
+	int n = make_frame(buf, sizeof(buf), 9, 40);
+
+	ck_assert_int_eq(san_frame_check(buf, n, 9, SLOT, &want), 0);
+	buf[SAN_HDR_LEN + 3] ^= 0x40; /* a payload byte changed: only the hash can tell */
+	ck_assert_int_eq(san_frame_check(buf, n, 9, SLOT, &flen), -SAN_PROTO_EHASH);
+	ck_assert_int_eq(san_frame_check_known(buf, n, 9, SLOT, &flen), 0);
+	ck_assert_uint_eq(flen, want);
+	ck_assert_int_eq(san_frame_check_known(buf, n, 8, SLOT, &flen), -SAN_PROTO_ESEQ);
+	ck_assert_int_eq(san_frame_check_known(buf, n - 1, 9, SLOT, &flen), -SAN_PROTO_ETRUNC);
+	ck_assert_int_eq(san_frame_check_known(buf, n, 9, SAN_HDR_LEN, &flen), -SAN_PROTO_EOVERSIZE);
+}
+END_TEST
+
 START_TEST(test_frame_bounds)
 {
 	uint8_t buf[SLOT];
@@ -155,6 +173,7 @@ Suite *make_frame_suite(void)
 	tcase_add_loop_test(tc, test_torn_write_never_complete, 0, nlens);
 	tcase_add_test(tc, test_seq_mismatch);
 	tcase_add_test(tc, test_frame_bounds);
+	tcase_add_test(tc, test_known_frame);
 	suite_add_tcase(s, tc);
 	return s;
 }
