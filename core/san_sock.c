@@ -1294,8 +1294,12 @@ static void sock_before_io(struct san_sock *s, bool send)
 			return;
 		if (!a_may_propose(s))
 			return;
-		/* Each provider in turn until one finds the peer (shm: on this host; verbs: RDMA). */
-		for (; p; p = san_prov_for_a(p)) {
+		/*
+		 * Each provider in turn until one finds the peer (shm: on this host; verbs: RDMA).
+		 * A connection proposed late (a peer on this host, bytes moved already) is shm's
+		 * alone: verbs proposes before the first byte and would refuse it as STATE.
+		 */
+		for (; p && !(s->late && p != &san_prov_shm); p = san_prov_for_a(p)) {
 			s->prov = p;
 			if (p->propose(s) != SAN_PROV_NO_PEER)
 				return;

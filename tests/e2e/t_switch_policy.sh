@@ -99,6 +99,8 @@ log "one 1 MiB request: in 64 KiB sends switched after 256 KiB; in one send, at 
 
 run cli_only none pre 10 3
 expect cli_only "$CL" switched 0
+# no switch on this host answered, and none across the fabric is asked so late: "no peer"
+expect cli_only "$CL" fallback_no_peer "$CONNS"
 run srv_only pre none 10 3
 expect srv_only "$SL" switched 0
 expect srv_only "$SL" fallback_not_attempted "$CONNS"
