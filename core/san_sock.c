@@ -1072,7 +1072,17 @@ static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t max, s
  * begins its exchange number san_cfg.switch_after + 1 (a send after we have sent and then
  * received), or once SAN_SWITCH_BYTES have moved over TCP. switch_after 0 proposes in the
  * first data call, before any byte. Counted here, for A only. Lock held.
+ *
+ * Due by bytes in a send, A proposes only when that send would wait for TCP's buffer, at its
+ * next receive, or once SAN_SWITCH_SEND_DEFER more bytes went without either (bytes_due_tx):
+ * the handshake's round trip then overlaps a wait the kernel would impose anyway. A sender whose
+ * data the kernel takes at once must not be held back: curl uploading 1 MB to a server that
+ * answers 501 at once and closes without reading got "Broken pipe" in 8 of 10 runs (the
+ * server's RST came while curl waited for the handshake), against 0 or 1 of 10 over kernel TCP,
+ * where the body was all in the socket buffer before the close. (A sender that waits in poll
+ * before each send, as socat does, never sees a send wait: it proposes after the deferral.)
  */
+#define SAN_SWITCH_SEND_DEFER (1024u * 1024u)
 #define SAN_SWITCH_BYTES (256u * 1024u)
 
 #define SAN_A_TRIES 3
@@ -1085,8 +1095,14 @@ static bool a_due(struct san_sock *s, bool send)
 		s->ex_done++;
 		s->ex_sent = false;
 	}
-	return (s->ex_done >= san_cfg.switch_after && s->ex_done >= s->ex_retry) ||
-	       s->tcp_tx + s->tcp_rx >= bytes;
+	s->bytes_due_tx = false;
+	if (s->ex_done >= san_cfg.switch_after && s->ex_done >= s->ex_retry)
+		return true;
+	if (s->tcp_tx + s->tcp_rx < bytes)
+		return false;
+	/* a send: when it would wait (sock_send_would_wait), or after the deferral */
+	s->bytes_due_tx = send && s->tcp_tx + s->tcp_rx < bytes + SAN_SWITCH_SEND_DEFER;
+	return !s->bytes_due_tx;
 }
 
 /*
@@ -1191,7 +1207,7 @@ static bool sock_direct_ok(const struct san_sock *s, bool send)
 	if (s->attempted || s->dropped || s->rx != SK_RX_TCP || s->tx != SK_TX_TCP)
 		return false;
 	if (s->role == SAN_UP_ROLE_A)
-		return s->late;
+		return s->late && !s->bytes_due_tx; /* (that send must see its EAGAIN: a_due) */
 	return !send && san_cfg.switch_after && !s->tcp_tx && s->tcp_rx < SAN_SWITCH_BYTES / 4 &&
 	       !san_prov_remote();
 }
@@ -1267,6 +1283,8 @@ static bool a_may_propose(struct san_sock *s)
 	return false;
 }
 
+static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p);
+
 /* A's upgrade runs in a data call once due; B's window may have closed. Lock held. */
 static void sock_before_io(struct san_sock *s, bool send)
 {
@@ -1292,19 +1310,7 @@ static void sock_before_io(struct san_sock *s, bool send)
 		}
 		if (s->late && (!a_due(s, send) || s->in_kernel))
 			return;
-		if (!a_may_propose(s))
-			return;
-		/*
-		 * Each provider in turn until one finds the peer (shm: on this host; verbs: RDMA).
-		 * A connection proposed late (a peer on this host, bytes moved already) is shm's
-		 * alone: verbs proposes before the first byte and would refuse it as STATE.
-		 */
-		for (; p && !(s->late && p != &san_prov_shm); p = san_prov_for_a(p)) {
-			s->prov = p;
-			if (p->propose(s) != SAN_PROV_NO_PEER)
-				return;
-		}
-		san_sock_drop(s, SAN_FB_NO_PEER);
+		a_propose_now(s, p);
 	}
 	else if (s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP &&
 		 s->tx == SK_TX_TCP) {
@@ -1315,6 +1321,45 @@ static void sock_before_io(struct san_sock *s, bool send)
 		else
 			s->name_decided = true;
 	}
+}
+
+/*
+ * A send of A's, due by bytes, found TCP's buffer full (a_due): propose now, while the call
+ * would have waited anyway. True when the call must look again (the connection may be on the
+ * SAN now). Lock held.
+ */
+static bool sock_send_would_wait(struct san_sock *s)
+{
+	const struct san_prov_ops *p;
+
+	if (s->role != SAN_UP_ROLE_A || !s->bytes_due_tx || s->attempted || s->dropped ||
+	    s->in_kernel)
+		return false;
+	p = san_prov_for_a(NULL);
+	if (!p) {
+		san_sock_drop(s, SAN_FB_NO_PROVIDER);
+		return true;
+	}
+	a_propose_now(s, p);
+	return s->attempted || s->dropped; /* (else nothing changed: the call waits as it would) */
+}
+
+/* A, due: the counts checked, then each provider in turn. Lock held. */
+static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
+{
+	if (!a_may_propose(s))
+		return;
+	/*
+	 * Each provider in turn until one finds the peer (shm: on this host; verbs: RDMA). A
+	 * connection proposed late (a peer on this host, bytes moved already) is shm's alone:
+	 * verbs proposes before the first byte and would refuse it as STATE.
+	 */
+	for (; p && !(s->late && p != &san_prov_shm); p = san_prov_for_a(p)) {
+		s->prov = p;
+		if (p->propose(s) != SAN_PROV_NO_PEER)
+			return;
+	}
+	san_sock_drop(s, SAN_FB_NO_PEER);
 }
 
 /*
@@ -1621,6 +1666,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 				s->tcp_tx += (uint64_t)r;
 				a_sent(s);
 			}
+			if (r == -EAGAIN && sock_send_would_wait(s))
+				need_wait = -1; /* proposed: look again (on the SAN now, perhaps) */
 			waitfd = s->tcp;
 			waitev = POLLOUT;
 		} else {

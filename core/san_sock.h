@@ -76,6 +76,7 @@ struct san_sock {
 	struct conn_name *named; /* B: the connection's own side-channel name (san_up_name_conn) */
 	bool name_decided;	 /* B: named, or not to be named, in this process */
 	bool late;	      /* A: the peer is on this host: propose once due (a_due) */
+	bool bytes_due_tx;    /* A: due by bytes in a send: propose when a send would wait */
 	bool policy_set;      /* A: late is decided */
 	bool to_known;	      /* A: tuple.peer is connect()'s address */
 	bool ex_sent;	      /* we sent in the current exchange (A, B: san_sock.c, a_due) */
