@@ -269,7 +269,7 @@ start_listener() {
 		cmd=()
 		for a in "$@"; do cmd+=("${a//\{PORT\}/$port}"); done
 		spawn "$name" "$mode" "${cmd[@]}"
-		if wait_listen "$port" "$SPAWN_PID" 15; then
+		if wait_listen "$port" "$SPAWN_PID" "${LISTEN_WAIT:-15}"; then
 			SERVER_PORT=$port
 			SERVER_PID=$SPAWN_PID
 			[ "$mode" != none ] && assert_preloaded "$SERVER_PID"

@@ -24,6 +24,8 @@ unset SANSWITCH_SWITCH_AFTER # the default policy: what a user of nginx gets
 export SANSWITCH_STATS=1
 CONNS=20
 FLOOR=0.3 # fail only under this fraction of kernel TCP's requests/s
+LISTEN_WAIT=15 # s for nginx to listen and start its workers; sanitized builds start slowly
+[ -z "${SAN_KINDS:-}" ] || LISTEN_WAIT=90
 
 mkdir -p "$TMP/www"
 printf '%063d\n' 0 >"$TMP/www/small" # 64 bytes
@@ -70,7 +72,7 @@ EOF
 		: >"$NGX_LOG"
 		# -e: the log before the configuration is read; -p: no default prefix under /etc, /var
 		spawn "$name" "$mode" "$NGINX" -p "$d/" -c "$d/nginx.conf" -e "$NGX_LOG"
-		if wait_listen "$port" "$SPAWN_PID" 15; then
+		if wait_listen "$port" "$SPAWN_PID" "$LISTEN_WAIT"; then
 			NGX_PID=$SPAWN_PID
 			NGX_PORT=$port
 			break
@@ -80,7 +82,7 @@ EOF
 		show "$NGX_LOG" "$TMP/$name.err"
 		[ "$try" -eq 5 ] && fail "could not start nginx ($name)"
 	done
-	end=$(($(date +%s) + 15))
+	end=$(($(date +%s) + LISTEN_WAIT))
 	while :; do
 		NGX_WORKERS=$(ps --ppid "$NGX_PID" -o pid=,args= |
 			awk '/nginx: worker process/ { printf "%s%s", sep, $1; sep = " " }')
