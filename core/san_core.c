@@ -7,6 +7,7 @@
 #include "core/san_fdtable.h"
 #include "core/san_inherit.h"
 #include "core/san_log.h"
+#include "core/san_prov.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
 
@@ -114,15 +115,28 @@ void san_core_sandboxed(void)
 {
 	bool kept;
 
-	if (san_cfg.disable || __atomic_exchange_n(&sandboxed, true, __ATOMIC_ACQ_REL))
+	/* (a vfork child's prctl is its own: the parent's table and engine stay as they are) */
+	if (san_cfg.disable || !san_fdtable_owned() ||
+	    __atomic_exchange_n(&sandboxed, true, __ATOMIC_ACQ_REL))
 		return;
 	san_debug("seccomp: the process confines itself: its connections stay on TCP");
 	san_cfg.disable = true; /* no new candidate, no listener's side channel */
 	kept = san_sock_sandbox();
-	if (!kept)
+	if (!kept) {
+		/*
+		 * Listeners' side channels go first: a close() would not reach them once the
+		 * table is empty, and their names would stay bound while this process lives.
+		 */
+		for (unsigned int fd = 0; fd < san_fdt.hiwater && fd < san_fdt.size; fd++) {
+			struct san_fd *f = san_fd_slot((int)fd);
+
+			if (f && san_fd_state(f) == SAN_FD_LISTENER)
+				san_prov_unlisten((int)fd);
+		}
 		__atomic_store_n(&san_fdt.size, 0, __ATOMIC_RELEASE);
-	else
+	} else {
 		san_debug("seccomp: a connection on the SAN (or on its way) is kept: its calls are ours");
+	}
 }
 
 bool san_core_is_sandboxed(void)

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "core/san_config.h"
+#include "core/san_core.h"
 #include "core/san_fdtable.h"
 #include "core/san_forked.h"
 #include "core/san_log.h"
@@ -576,12 +577,24 @@ int san_sock_rcvlowat(int fd, int *val, bool set)
 	if (!s)
 		return SAN_PASS;
 	pthread_mutex_lock(&s->lock);
-	if (s->committed && !s->swapped && s->tcp >= 0) {
-		if (set)
-			s->lowat_app = *val > 1 ? *val : 0; /* (the kernel takes 0 as 1) */
-		else
+	if (s->tcp < 0) {
+		/* (closing: the application's number names what it names) */
+	} else if (s->committed && !s->swapped) {
+		if (set) {
+			/* as the kernel keeps it: 0 is 1, at most half the receive buffer */
+			int half = san_sys_getsockopt_int(s->tcp, SOL_SOCKET, SO_RCVBUF) / 2;
+
+			s->lowat_app = half > 0 && *val > half ? half : *val > 1 ? *val : 0;
+		} else {
 			*val = s->lowat_app > 1 ? s->lowat_app : 1;
+		}
 		r = 0;
+	} else if (set) {
+		/* the TCP socket, or the anchor after the swap: under the lock, never X */
+		r = san_sys_setsockopt_int(s->tcp, SOL_SOCKET, SO_RCVLOWAT, *val);
+	} else {
+		*val = san_sys_getsockopt_int(s->tcp, SOL_SOCKET, SO_RCVLOWAT);
+		r = *val < 0 ? -EBADF : 0;
 	}
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
@@ -1114,7 +1127,9 @@ static bool a_due(struct san_sock *s, bool send)
  */
 bool san_sock_retry_later(struct san_sock *s)
 {
-	if (s->role != SAN_UP_ROLE_A || !s->late || ++s->up_tries >= SAN_A_TRIES)
+	/* (a sandboxed process may not propose again: san_core_sandboxed) */
+	if (s->role != SAN_UP_ROLE_A || !s->late || ++s->up_tries >= SAN_A_TRIES ||
+	    san_core_is_sandboxed())
 		return false;
 	s->attempted = false;
 	s->ex_retry = s->ex_done + 1;
@@ -1607,6 +1622,30 @@ static ssize_t src_wait(struct san_sock *s, const struct iovec *iov, int iovcnt,
 	}
 }
 
+/*
+ * A blocking send whose connection fell back to TCP after part of it went (an upgrade proposed
+ * when that send would have waited: a_due): the kernel's would have gone on until every byte was
+ * taken, and so does this, through the kernel. Returns the bytes sent in all (a signal or an
+ * error ends it with what went, as the kernel's send returns its count).
+ */
+static size_t send_rest(int fd, const struct msghdr *m, size_t done, size_t total, int flags)
+{
+	while (done < total) {
+		struct iovec sl[64];
+		struct msghdr mh = *m;
+		long r;
+
+		mh.msg_iov = sl;
+		mh.msg_iovlen = (size_t)iov_slice(m->msg_iov, (int)m->msg_iovlen, done, total - done,
+						  sl, 64);
+		r = san_sys_sendmsg(fd, &mh, flags | MSG_NOSIGNAL);
+		if (r <= 0)
+			break;
+		done += (size_t)r;
+	}
+	return done;
+}
+
 ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct san_sock *s;
@@ -1632,6 +1671,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			/* the upgrade left it on TCP: pass through from now on */
 			pthread_mutex_unlock(&s->lock);
 			san_sock_put(s);
+			if (done && !nb && done < total)
+				done = send_rest(fd, m, done, total, flags);
 			if (done)
 				return (ssize_t)done;
 			return SAN_PASS;

@@ -226,9 +226,9 @@ int san_sock_counts(struct san_sock *s);
 /* A seccomp sandbox comes: candidates stay TCP; true if a connection must stay ours. */
 bool san_sock_sandbox(void);
 /*
- * SO_RCVLOWAT of a connection between its commit and its swap, set or asked (*val) by the
- * application: kept, not given to the kernel (lowat_hold in san_sock.c). 0, or SAN_PASS: the
- * socket's own, as always.
+ * SO_RCVLOWAT of a managed fd, set or asked (*val) by the application, under the connection's
+ * lock: between its commit and its swap kept, not given to the kernel (lowat_hold in
+ * san_sock.c); else the TCP socket's (the anchor's once swapped). 0, -errno, or SAN_PASS.
  */
 int san_sock_rcvlowat(int fd, int *val, bool set);
 bool san_sock_counts_ok(struct san_sock *s);

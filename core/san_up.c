@@ -232,13 +232,12 @@ int san_up_write_mark(struct san_sock *s, int wait_ms)
  */
 static void tcp_push(int tcp)
 {
-	int cork = san_sys_getsockopt_int(tcp, IPPROTO_TCP, TCP_CORK);
-	int nodelay = san_sys_getsockopt_int(tcp, IPPROTO_TCP, TCP_NODELAY);
+	int nodelay = san_sys_getsockopt_int(tcp, IPPROTO_TCP, TCP_NODELAY), cork;
 
 	if (nodelay == 0) {
 		(void)san_sys_setsockopt_int(tcp, IPPROTO_TCP, TCP_NODELAY, 1);
 		(void)san_sys_setsockopt_int(tcp, IPPROTO_TCP, TCP_NODELAY, 0);
-	} else if (cork > 0) {
+	} else if (nodelay > 0 && (cork = san_sys_getsockopt_int(tcp, IPPROTO_TCP, TCP_CORK)) > 0) {
 		(void)san_sys_setsockopt_int(tcp, IPPROTO_TCP, TCP_CORK, 0);
 		(void)san_sys_setsockopt_int(tcp, IPPROTO_TCP, TCP_CORK, cork);
 	}

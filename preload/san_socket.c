@@ -112,6 +112,19 @@ SAN_EXPORT int shutdown(int fd, int how)
 SAN_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 			  socklen_t *__restrict len)
 {
+	/* (before the switched test: the swap may come between the two) */
+	if (unlikely(level == SOL_SOCKET && name == SO_RCVLOWAT && san_managed(fd)) && val && len &&
+	    *len >= sizeof(int)) {
+		int v, r = san_sock_rcvlowat(fd, &v, false);
+
+		if (r != SAN_PASS) {
+			if (r == 0) {
+				memcpy(val, &v, sizeof(v));
+				*len = sizeof(v);
+			}
+			return (int)san_ret(r);
+		}
+	}
 	if (unlikely(san_switched(fd))) {
 		int e;
 
@@ -123,34 +136,26 @@ SAN_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 			return 0;
 		}
 		fd = san_sock_anchor(fd);
-	} else if (unlikely(level == SOL_SOCKET && name == SO_RCVLOWAT && san_managed(fd)) && val &&
-		   len && *len >= sizeof(int)) {
-		int v;
-
-		if (san_sock_rcvlowat(fd, &v, false) == 0) {
-			memcpy(val, &v, sizeof(v));
-			*len = sizeof(v);
-			return 0;
-		}
 	}
 	return SAN_REAL(getsockopt)(fd, level, name, val, len);
 }
 
 SAN_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
-	int kfd = unlikely(san_switched(fd)) ? san_sock_anchor(fd) : fd;
-	int r;
+	int kfd, r;
 
-	if (unlikely(level == SOL_SOCKET && name == SO_RCVLOWAT && kfd == fd && san_managed(fd)) &&
-	    val && len >= sizeof(int)) {
+	if (unlikely(level == SOL_SOCKET && name == SO_RCVLOWAT && san_managed(fd)) && val &&
+	    len >= sizeof(int)) {
 		int v;
 
 		memcpy(&v, val, sizeof(v));
 		if (v < 0)
 			v = INT_MAX; /* as the kernel reads it */
-		if (san_sock_rcvlowat(fd, &v, true) == 0)
-			return 0;
+		r = san_sock_rcvlowat(fd, &v, true);
+		if (r != SAN_PASS)
+			return (int)san_ret(r);
 	}
+	kfd = unlikely(san_switched(fd)) ? san_sock_anchor(fd) : fd;
 	r = SAN_REAL(setsockopt)(kfd, level, name, val, len);
 
 	/* Buffer sizes the application chose bound what a switched connection holds too. */
