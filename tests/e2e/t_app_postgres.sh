@@ -12,6 +12,9 @@
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
 need_build
+# Under ASan's runtime postgres never starts, library or not: `postgres --version` with only
+# libasan preloaded waits forever on glibc's locale lock in bindtextdomain (Debian 12, 15.18).
+[[ ${SAN_KINDS:-} != *address* ]] || skip "postgres hangs at start under ASan's runtime, with or without the library"
 [ "$(id -u)" -eq 0 ] || skip "needs root to run postgres and psql as two users"
 PGBIN=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -n1)
 [ -n "$PGBIN" ] && [ -x "$PGBIN/postgres" ] && [ -x "$PGBIN/initdb" ] && [ -x "$PGBIN/psql" ] ||
@@ -50,9 +53,6 @@ QUERIES=(
 	"select count(*), md5(string_agg(s, ',' order by i)) from t"
 )
 
-# Under a sanitizer the postmaster takes 10-25 s to listen on this VM, with or without the library
-# (ASan's runtime in postgres alone: 22 s with the machine busy).
-[ -z "${SAN_KINDS:-}" ] || LISTEN_WAIT=90
 for mode in none pre; do
 	as_user postgres "$mode"
 	start_listener "pg.$mode" none 4 "${UCMD[@]}" "$PGBIN/postgres" -D "$TMP/data" -k "$TMP" \
