@@ -56,9 +56,11 @@ def talk(c, side, i):
 lsn = socket.socket()
 lsn.bind(("127.0.0.1", 0))
 port = lsn.getsockname()[1]
+rd, wr = os.pipe()
 pid = os.fork()
 if pid == 0:
-    lsn.listen(8)
+    lsn.listen(8)  # (the serving process listens: a listener of its own)
+    os.write(wr, b"l")
     out = []
     for i in range(N):
         c, _ = lsn.accept()
@@ -68,6 +70,7 @@ if pid == 0:
     print("\n".join(out), flush=True)
     os._exit(0)
 lsn.close()
+os.read(rd, 1)  # connect only once the child listens
 out = []
 for i in range(N):
     c = socket.create_connection(("127.0.0.1", port))
