@@ -127,8 +127,10 @@ void san_core_sandboxed(void)
 		 * Listeners' side channels go first: a close() would not reach them once the
 		 * table is empty, and their names would stay bound while this process lives.
 		 */
-		for (unsigned int fd = 0; fd < san_fdt.hiwater && fd < san_fdt.size; fd++) {
-			struct san_fd *f = san_fd_slot((int)fd);
+		unsigned int hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
+
+		for (unsigned int fd = 0; fd < hw; fd++) {
+			struct san_fd *f = san_fd_slot((int)fd); /* (NULL beyond the table) */
 
 			if (f && san_fd_state(f) == SAN_FD_LISTENER)
 				san_prov_unlisten((int)fd);

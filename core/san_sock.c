@@ -1307,10 +1307,6 @@ static void sock_before_io(struct san_sock *s, bool send)
 	if (s->role == SAN_UP_ROLE_A && !s->attempted) {
 		const struct san_prov_ops *p = san_prov_for_a(NULL);
 
-		if (!p) {
-			san_sock_drop(s, SAN_FB_NO_PROVIDER);
-			return;
-		}
 		if (san_cfg.switch_after && !s->policy_set && p == &san_prov_shm) {
 			bool local;
 
@@ -1345,23 +1341,23 @@ static void sock_before_io(struct san_sock *s, bool send)
  */
 static bool sock_send_would_wait(struct san_sock *s)
 {
-	const struct san_prov_ops *p;
-
 	if (s->role != SAN_UP_ROLE_A || !s->bytes_due_tx || s->attempted || s->dropped ||
 	    s->in_kernel)
 		return false;
-	p = san_prov_for_a(NULL);
-	if (!p) {
-		san_sock_drop(s, SAN_FB_NO_PROVIDER);
-		return true;
-	}
-	a_propose_now(s, p);
+	a_propose_now(s, san_prov_for_a(NULL));
 	return s->attempted || s->dropped; /* (else nothing changed: the call waits as it would) */
 }
 
-/* A, due: the counts checked, then each provider in turn. Lock held. */
+/*
+ * A, due: the counts checked, then each provider in turn from p, the first allowed (none: the
+ * connection stays TCP). Lock held.
+ */
 static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
 {
+	if (!p) {
+		san_sock_drop(s, SAN_FB_NO_PROVIDER);
+		return;
+	}
 	if (!a_may_propose(s))
 		return;
 	/*
