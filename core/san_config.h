@@ -48,6 +48,7 @@ enum san_fault {
 	SAN_FAULT_SRC_LATE,    /* a send whose direct-read offer was given up sleeps 100 ms */
 	SAN_FAULT_RING_GARBAGE, /* shm: a data send scribbles on the shared ring and area instead */
 	SAN_FAULT_COUNTS_BUSY, /* a connection's first look at the kernel's counts finds them moving */
+	SAN_FAULT_BELL_LATE,   /* shm: a producer that took the peer's flag rings 300 us later */
 	SAN_FAULT_NR,
 };
 

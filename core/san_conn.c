@@ -1,6 +1,7 @@
 /* core — the switched data path over the shm rings: DATA in, DATA out, READ, doorbells, close. */
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/san_config.h"
@@ -20,6 +21,15 @@
  * at least two of them (a frame may be at most half the data area).
  */
 #define SAN_CONN_CHUNK (64u * 1024u)
+
+/*
+ * How many waits of at most 1 ms san_conn_rx_arm gives an owed doorbell before taking it as
+ * lost: a peer descheduled between taking our flag and ringing (on a loaded machine, several
+ * milliseconds; 2 ms was not enough there), stopped, or gone. Each wait ends as the doorbell
+ * lands.
+ */
+#define SAN_CONN_BELL_WAITS 20
+#define SAN_CONN_BELL_GIVEUPS 3
 
 /*
  * The largest DATA payload this connection's frames carry: SAN_CONN_CHUNK, or less when the
@@ -139,8 +149,11 @@ static int commit(struct san_sock *s, bool data)
 	}
 	c = san_shm_ring_prod_commit(&s->txr);
 
-	if (c == 1)
+	if (c == 1) {
+		if (san_fault(SAN_FAULT_BELL_LATE) && s->prov == &san_prov_shm)
+			(void)nanosleep(&(struct timespec){ 0, 300 * 1000 }, NULL);
 		s->prov->ring_peer(s);
+	}
 	if (c < 0) {
 		ring_broken(s, "send", c);
 		return -ECONNRESET;
@@ -1484,23 +1497,19 @@ size_t san_conn_rx_bytes(struct san_sock *s)
 	return peek(s, NULL, 0, INT32_MAX);
 }
 
-/*
- * About to sleep until data comes: take the doorbells off X (only now that the ring is
- * empty, so X never reads as empty while frames wait), arm, re-check. 1: something came
- * (do not sleep); 0: armed.
- */
-int san_conn_rx_arm(struct san_sock *s)
+/* Take the doorbells off X: how many (zero-length messages); -1 once X is shut for good. */
+static int rx_drain(struct san_sock *s)
 {
 	char b[64];
-	int r;
+	int bells = 0;
 
-	/* The end of the stream or a reset: X stays ready (the doorbell that said so stays on it). */
-	if (s->err || s->peer_fin || s->anchor_dead)
-		return 1;
 	for (int i = 0, zeros = 0; i < 1024; i++) {
-		r = (int)san_sys_recv(s->xfd, b, sizeof(b), MSG_DONTWAIT);
+		int r = (int)san_sys_recv(s->xfd, b, sizeof(b), MSG_DONTWAIT);
+
 		if (r < 0)
 			break;
+		if (r == 0)
+			bells++;
 		/*
 		 * A doorbell reads as 0 bytes, and so does X once the peer's FIN shut it
 		 * (san_sock_fin_sent): then it is readable for good, as TCP after a FIN.
@@ -1509,17 +1518,72 @@ int san_conn_rx_arm(struct san_sock *s)
 			struct pollfd p = { s->xfd, POLLRDHUP, 0 };
 
 			if (san_sys_poll(&p, 1, 0) > 0 && (p.revents & POLLRDHUP))
-				break;
+				return -1;
 		}
 	}
-	r = san_shm_ring_cons_arm(&s->rxr);
+	return bells;
+}
+
+/*
+ * About to sleep until data comes: take the doorbells off X (only now that the ring is
+ * empty, so X never reads as empty while frames wait), arm, re-check. 1: something came
+ * (do not sleep); 0: armed.
+ */
+int san_conn_rx_arm(struct san_sock *s)
+{
+	struct san_shm_cons *c = &s->rxr;
+	int r;
+
+	/* The end of the stream or a reset: X stays ready (the doorbell that said so stays on it). */
+	if (s->err || s->peer_fin || s->anchor_dead)
+		return 1;
+	/*
+	 * Flag down first: while it is down no producer takes it, so the doorbells owed are
+	 * known (bells_due) and no new one can start. A producer takes the flag, then rings
+	 * with a send(): between the two the frame is in the ring, and a reader that does
+	 * not wait for X (a nonblocking read loop, FIONREAD) reads it and comes here before
+	 * the doorbell lands. Drained then, X would turn readable a moment later over an empty
+	 * ring (poll/epoll say POLLIN, the read says EAGAIN: wrk counts a read error). So wait
+	 * for the owed doorbells to land (microseconds: the peer is between two instructions
+	 * and a system call) and take them off too; bounded (SAN_CONN_BELL_WAITS).
+	 */
+	san_shm_ring_cons_unarm(c);
+	for (int waits = 0;; waits++) {
+		int n = rx_drain(s);
+
+		if (n < 0 || (uint32_t)n >= c->bells_due) {
+			c->bells_due = 0;
+			break;
+		}
+		c->bells_due -= (uint32_t)n;
+		/*
+		 * Given up: at worst, one spurious wake-up later. The flag is in memory the peer
+		 * can write: one that keeps clearing it would make every wait here run out, so
+		 * after SAN_CONN_BELL_GIVEUPS of them the connection waits no more.
+		 */
+		if (c->bell_giveups >= SAN_CONN_BELL_GIVEUPS) {
+			c->bells_due = 0;
+			break;
+		}
+		if (waits == SAN_CONN_BELL_WAITS) {
+			san_debug("fd %d: %u doorbell(s) owed did not land within %d ms", s->fd,
+				  c->bells_due, SAN_CONN_BELL_WAITS);
+			c->bells_due = 0;
+			c->bell_giveups++;
+			break;
+		}
+		(void)san_sys_poll(&(struct pollfd){ s->xfd, POLLIN, 0 }, 1, 1);
+	}
+	r = san_shm_ring_cons_arm(c);
 	if (r == 1) {
 		/*
 		 * We took the doorbells: the data found must keep X readable if left unread; the
-		 * producer's doorbell does that when it took our flag first.
+		 * producer's doorbell does that when it took our flag first (bells_due counts it).
 		 */
-		if (!s->rxr.bell_coming)
+		if (!c->bell_coming && s->ylocal >= 0) {
 			san_sock_ring_self(s);
+			c->bells_due++;
+		}
 		return 1;
 	}
 	return r < 0 ? 1 : 0;

@@ -478,6 +478,7 @@ int san_shm_ring_cons_arm(struct san_shm_cons *c)
 		return c->err;
 	c->bell_coming = false;
 	atomic_exchange_explicit(&c->sh->cons_armed, arm_word(c->rd), memory_order_seq_cst);
+	c->armed = true;
 	err = san_shm_cons_refresh(c);
 	if (err)
 		return err;
@@ -490,13 +491,26 @@ int san_shm_ring_cons_arm(struct san_shm_cons *c)
 	if (c->prod != c->rd || san_shm_ring_src_find(c, &(struct san_shm_src){ 0 }) != 0) {
 		c->bell_coming = !atomic_exchange_explicit(&c->sh->cons_armed, 0,
 							   memory_order_seq_cst);
+		c->armed = false;
+		c->bells_due += c->bell_coming;
 		return 1;
 	}
 	return 0;
 }
 
+void san_shm_ring_cons_unarm(struct san_shm_cons *c)
+{
+	if (!c->armed || !c->sh)
+		return;
+	c->armed = false;
+	/* 0: a producer took the flag (the one who takes it rings): its doorbell is owed */
+	if (atomic_exchange_explicit(&c->sh->cons_armed, 0, memory_order_seq_cst) == 0)
+		c->bells_due++;
+}
+
 void san_shm_ring_cons_disarm(struct san_shm_cons *c)
 {
+	c->armed = false;
 	atomic_store_explicit(&c->sh->cons_armed, 0, memory_order_relaxed);
 }
 

@@ -239,6 +239,16 @@ struct san_shm_cons {
 	 * flag: its doorbell is on its way, and we must not ring ourselves for the same thing.
 	 */
 	bool bell_coming;
+	/*
+	 * Our flag is up: the last san_shm_ring_cons_arm() left it (san_shm_ring_cons_unarm).
+	 * bells_due: doorbells owed to X that the caller has not taken off it yet. A producer
+	 * that takes our flag rings after it (one send(), a moment later): until then the frame
+	 * it rings for is readable in the ring, and may be read and X drained before the
+	 * doorbell lands, which would then leave X readable over an empty ring.
+	 */
+	bool armed;
+	uint32_t bells_due;
+	uint8_t bell_giveups; /* waits for bells_due that ran out (san_conn_rx_arm) */
 };
 
 /* A frame handed out by san_shm_ring_cons_peek(). */
@@ -370,6 +380,12 @@ int san_shm_ring_cons_release(struct san_shm_cons *c, uint64_t end);
  * sleep on its doorbell (the producer rings after its next commit); -EPROTO.
  */
 int san_shm_ring_cons_arm(struct san_shm_cons *c);
+
+/*
+ * Before taking the doorbells off X: take our flag down (if the last arm left it up). A
+ * producer that had taken it owes one doorbell, maybe not sent yet: bells_due counts it.
+ */
+void san_shm_ring_cons_unarm(struct san_shm_cons *c);
 
 /* Clear cons_armed (after waking, or when giving up the wait). */
 void san_shm_ring_cons_disarm(struct san_shm_cons *c);

@@ -599,6 +599,42 @@ START_TEST(test_doorbell_flags)
 END_TEST
 
 /*
+ * The doorbells owed (bells_due), which san_conn_rx_arm waits for before it arms again: one
+ * for each flag a producer took, counted when the consumer takes its flag down
+ * (san_shm_ring_cons_unarm); none for a flag still up, or taken back by the re-check.
+ */
+START_TEST(test_doorbell_owed)
+{
+	struct tring t;
+
+	tring_open(&t, 4096, _i);
+	/* Armed, nobody commits: taking the flag down owes nothing, and leaves it down. */
+	REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 0);
+	san_shm_ring_cons_unarm(&t.c);
+	REQUIRE_EQ(t.c.bells_due, 0);
+	REQUIRE_EQ(atomic_load(&SH(&t)->cons_armed), 0);
+	REQUIRE_EQ(put_data(&t.p, 10, 0), 0); /* down: no commit takes it */
+	REQUIRE_EQ(get_msg(&t.c, 26, 0), 0);
+	/* Armed, a commit takes the flag (it rings): one owed, counted once. */
+	REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 0);
+	REQUIRE_EQ(put_data(&t.p, 10, 1), 1);
+	REQUIRE_EQ(get_msg(&t.c, 26, 1), 0); /* read without waiting for the doorbell */
+	san_shm_ring_cons_unarm(&t.c);
+	REQUIRE_EQ(t.c.bells_due, 1);
+	san_shm_ring_cons_unarm(&t.c); /* not armed any more: nothing more owed */
+	REQUIRE_EQ(t.c.bells_due, 1);
+	t.c.bells_due = 0; /* the caller drained it */
+	/* A frame already there: the re-check takes the flag back itself, nothing owed. */
+	REQUIRE_EQ(put_data(&t.p, 10, 2), 0);
+	REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 1);
+	REQUIRE(!t.c.bell_coming);
+	REQUIRE_EQ(t.c.bells_due, 0);
+	REQUIRE_EQ(get_msg(&t.c, 26, 2), 0);
+	tring_close(&t);
+}
+END_TEST
+
+/*
  * cons_edges: a doorbell after every commit while set (an EPOLLET reader wants an edge per
  * arrival), armed or not, and the arming rules unchanged; off again: only when armed. Also
  * san_shm_ring_prod_armed(), which the engine reads to refuse sends while X is plugged.
@@ -2079,6 +2115,7 @@ Suite *make_shm_ring_suite(void)
 	tcase_add_loop_test(tc, test_commit_shorter_and_invalid, 0, NKINDS);
 	tcase_add_loop_test(tc, test_skip_release, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_flags, 0, NKINDS);
+	tcase_add_loop_test(tc, test_doorbell_owed, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_edges, 0, NKINDS);
 	tcase_add_loop_test(tc, test_direct_slot, 0, NKINDS);
 	tcase_add_test(tc, test_direct_race);
