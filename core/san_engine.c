@@ -1,6 +1,7 @@
 /* core — the progress thread: one private libev loop per process, started lazily. */
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <time.h>
@@ -42,6 +43,15 @@ static __thread bool on_engine_thread;
  * loop holds it too; fork's prepare handler takes it, so the child gets a whole loop. The wait is
  * bounded (the thread may be waiting for a lock the forking thread holds): past FORK_WAIT_MS the
  * child leaves its copy alone, its memory and its two fds (both close-on-exec).
+ *
+ * loop_lock also covers the thread's birth. A new thread runs code of the C library and of a
+ * sanitizer runtime before engine_main: ASan's thread setup allocates (pthread_getattr_np's
+ * realloc) and may hold a size class's lock of its allocator while it maps more memory, and
+ * gcc 12's libasan has no fork handler for those locks. A fork then (nginx's master forks its
+ * workers right after its listen() started us) gave a child that hung in its first malloc of that
+ * size. So start_locked() keeps loop_lock from before pthread_create() until the thread has
+ * reached engine_main (san_engine_start returns only then, and another thread's fork waits in
+ * fork_prepare), and the thread takes it from there.
  */
 static pthread_mutex_t loop_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread bool fork_quiet; /* this thread holds loop_lock across its fork() */
@@ -124,8 +134,9 @@ static void on_async(struct ev_loop *loop, ev_async *w, int revents)
 	run_queue();
 }
 
-static void *engine_main(void *unused)
+static void *engine_main(void *arg)
 {
+	sem_post(arg); /* the runtime's setup of this thread is over: start_locked lets loop_lock go */
 	on_engine_thread = true;
 	san_fd_guard_enter(); /* for good: our own socket calls bypass the wrappers */
 	pthread_mutex_lock(&loop_lock);
@@ -138,6 +149,7 @@ static void *engine_main(void *unused)
 static int start_locked(void)
 {
 	sigset_t all, old;
+	sem_t up;
 	int err;
 
 	if (eng.running)
@@ -155,23 +167,30 @@ static int start_locked(void)
 	ev_set_loop_release_cb(eng.loop, loop_release, loop_acquire);
 	ev_async_init(&eng.async, on_async);
 	ev_async_start(eng.loop, &eng.async);
-	pthread_mutex_unlock(&loop_lock);
 
-	/* The thread inherits this mask: it must never take the application's signals. */
+	/*
+	 * The thread inherits this mask: it must never take the application's signals. loop_lock
+	 * stays held until the thread is in engine_main (the comment on loop_lock).
+	 */
+	sem_init(&up, 0, 0);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&eng.thread, NULL, engine_main, NULL);
+	err = pthread_create(&eng.thread, NULL, engine_main, &up);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!err)
+		while (sem_wait(&up) < 0 && errno == EINTR)
+			;
+	sem_destroy(&up);
 	if (err) {
 		san_err("engine: cannot start the progress thread: error %d; staying on kernel TCP",
 			err);
-		pthread_mutex_lock(&loop_lock);
 		ev_async_stop(eng.loop, &eng.async);
 		ev_loop_destroy(eng.loop);
 		eng.loop = NULL;
 		pthread_mutex_unlock(&loop_lock);
 		return -err;
 	}
+	pthread_mutex_unlock(&loop_lock);
 	eng.running = true;
 	eng.stopping = false;
 	san_debug("engine: progress thread started");
