@@ -1532,7 +1532,7 @@ static int rx_drain(struct san_sock *s)
 int san_conn_rx_arm(struct san_sock *s)
 {
 	struct san_shm_cons *c = &s->rxr;
-	int r;
+	int r, max_waits;
 
 	/* The end of the stream or a reset: X stays ready (the doorbell that said so stays on it). */
 	if (s->err || s->peer_fin || s->anchor_dead)
@@ -1548,32 +1548,29 @@ int san_conn_rx_arm(struct san_sock *s)
 	 * and a system call) and take them off too; bounded (SAN_CONN_BELL_WAITS).
 	 */
 	san_shm_ring_cons_unarm(c);
+	/*
+	 * Given up: at worst, one spurious wake-up later. The flag is in memory the peer can
+	 * write: one that keeps clearing it would make every wait here run out, so after
+	 * SAN_CONN_BELL_GIVEUPS of them the connection waits no more.
+	 */
+	max_waits = c->bell_giveups < SAN_CONN_BELL_GIVEUPS ? SAN_CONN_BELL_WAITS : 0;
 	for (int waits = 0;; waits++) {
 		int n = rx_drain(s);
 
-		if (n < 0 || (uint32_t)n >= c->bells_due) {
-			c->bells_due = 0;
+		if (n < 0 || (uint32_t)n >= c->bells_due)
 			break;
-		}
 		c->bells_due -= (uint32_t)n;
-		/*
-		 * Given up: at worst, one spurious wake-up later. The flag is in memory the peer
-		 * can write: one that keeps clearing it would make every wait here run out, so
-		 * after SAN_CONN_BELL_GIVEUPS of them the connection waits no more.
-		 */
-		if (c->bell_giveups >= SAN_CONN_BELL_GIVEUPS) {
-			c->bells_due = 0;
-			break;
-		}
-		if (waits == SAN_CONN_BELL_WAITS) {
-			san_debug("fd %d: %u doorbell(s) owed did not land within %d ms", s->fd,
-				  c->bells_due, SAN_CONN_BELL_WAITS);
-			c->bells_due = 0;
-			c->bell_giveups++;
+		if (waits == max_waits) {
+			if (max_waits) {
+				san_debug("fd %d: %u doorbell(s) owed did not land within %d ms",
+					  s->fd, c->bells_due, SAN_CONN_BELL_WAITS);
+				c->bell_giveups++;
+			}
 			break;
 		}
 		(void)san_sys_poll(&(struct pollfd){ s->xfd, POLLIN, 0 }, 1, 1);
 	}
+	c->bells_due = 0;
 	r = san_shm_ring_cons_arm(c);
 	if (r == 1) {
 		/*
