@@ -45,6 +45,7 @@ enum san_fd_state {
 #define SAN_FDF_RCVBUF 0x100u	/* the application set SO_RCVBUF */
 #define SAN_FDF_FORKED 0x200u	/* a fork() copied its connection: another process may hold it */
 #define SAN_FDF_TOUCHED 0x400u	/* B: its process touched it (san_sock_touch_fd): the waits skip it */
+#define SAN_FDF_TCP_ENDED 0x800u /* closing: its TCP bytes are counted (san_sock_on_close), not its fallback */
 
 /*
  * One slot per fd number, zero when untracked (a fresh mmap page is already
@@ -75,6 +76,18 @@ int san_fdtable_alloc(unsigned int nr);
 void san_fdtable_free(void);
 void san_fdtable_set_owner(int pid);
 bool san_fdtable_owned(void);
+
+/*
+ * Children that share our memory and are not our threads (vfork(), clone(CLONE_VM)) started and
+ * not yet known to be gone: raised before such a child exists, lowered by the parent once it
+ * runs again (vfork) and never for a CLONE_VM child that lives on. Only where the preload counts
+ * them (SAN_SHARED_CHILDREN_COUNTED: its vfork() and clone() wrappers, preload/san_exec.c) may
+ * san_fdtable_owned() trust a 0 without asking the kernel for our pid.
+ */
+extern int san_shared_children __attribute__((visibility("hidden")));
+#if defined(__x86_64__)
+#define SAN_SHARED_CHILDREN_COUNTED 1
+#endif
 
 bool san_fd_tcp_candidate(int domain, int type, int protocol);
 int san_fd_track(int fd, enum san_fd_state state, uint32_t flags);

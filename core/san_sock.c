@@ -2688,6 +2688,22 @@ void san_sock_atfork_child(void)
 }
 
 /*
+ * Do a closing candidate's own counts hold every byte of its connection? Only when every call on
+ * it went through us in this process: no fork copied it, no other number named it, it never
+ * passed through (dropped), and bytes moved (an A whose connect() never completed has moved
+ * none, and is not counted at all). Bytes a program moves behind the wrappers (C stdio on the
+ * socket, raw system calls) are not in them: such a connection is found out only if it comes
+ * to a proposal (docs/protocol.md §9.8); otherwise its stats miss those bytes.
+ */
+static bool sock_counts_whole(const struct san_sock *s, int fd)
+{
+	struct san_fd *f = san_fd_get(fd);
+
+	return san_stats_enabled() && f && !s->dropped && !s->forked && (s->tcp_tx || s->tcp_rx) &&
+	       !(san_fd_flags(f) & (SAN_FDF_DUP | SAN_FDF_FORKED));
+}
+
+/*
  * close(): the sock leaves the registry. A switched connection says DISCONNECT (or ABORT when
  * unread data or SO_LINGER 0 make it a reset, as TCP would) and closes its anchor; the
  * caller then closes the fd number itself.
@@ -2777,6 +2793,15 @@ bool san_sock_on_close(int fd)
 	if (s->committed && san_stats_enabled()) {
 		san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);
 		san_stats_add(SAN_STAT_TCP_RX_BYTES, s->tcp_rx);
+	} else if (sock_counts_whole(s, fd)) {
+		/*
+		 * A candidate that ends on TCP: its bytes are the ones our calls moved, so the
+		 * close need not ask the kernel (TCP_INFO: 0.4 us, about 1.5 % of a short
+		 * connection's life on each side). Its fallback reason is counted at the close.
+		 */
+		san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);
+		san_stats_add(SAN_STAT_TCP_RX_BYTES, s->tcp_rx);
+		san_fd_set_flags(fd, SAN_FDF_TCP_ENDED, 0);
 	}
 	if (!s->swapped)
 		s->tcp = -1; /* the number goes with the application's close: never touch it again */

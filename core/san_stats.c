@@ -687,6 +687,12 @@ enum san_fd_state san_stats_fd_close(int fd)
 	if (!san_stats_enabled() || !san_stats_is_conn(state))
 		return san_fd_clear(fd);
 	san_stats_conn_kind(f, state, &active, &reason);
+	if (san_fd_flags(f) & SAN_FDF_TCP_ENDED) {
+		/* its bytes were counted from the sock's own counts (san_sock_on_close) */
+		if (reason)
+			san_stats_fallback(reason);
+		return san_fd_clear(fd);
+	}
 	if (unlikely(san_fd_flags(f) & SAN_FDF_FORKED) && !fstat(fd, &st) &&
 	    san_forked_others_hold((uint64_t)st.st_ino) == 1)
 		/* the connection goes on in another process, which counts its end */

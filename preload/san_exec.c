@@ -1,15 +1,92 @@
 /* preload — wrappers: process life (fork, the exec family, _exit, a seccomp sandbox). */
 #include <linux/seccomp.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
 
 #include "preload/san_preload.h"
 
 /*
- * vfork() is deliberately not interposed. The vfork child borrows the
- * parent's stack until it execs or _exits; a wrapper would return into its
- * own frame in the child, which the child then tramples for the parent
- * (the parent resumes inside a frame the child has reused). Programs that
- * vfork+exec reach our exec wrappers in the child anyway.
+ * vfork() is counted, not diverted: while a child that borrows our memory
+ * runs, san_fdtable_owned() must ask the kernel who we are (san_fdtable.c),
+ * and it asks only while san_shared_children says such a child may exist.
+ *
+ * It cannot be a C wrapper: the vfork child borrows the parent's stack until
+ * it execs or _exits, and a wrapper's frame would be trampled by the child
+ * before the parent returns through it. So, as libc's own vfork does, the
+ * return address is kept in a register (the child's registers are its own),
+ * the system call is made here, and the parent lowers the count once it runs
+ * again, that is once the child has exec'd or exited. The child returns with
+ * the count still raised: its close() and dup2() leave the parent's table
+ * alone. Programs that vfork+exec reach our exec wrappers in the child as
+ * before. x86-64 only; elsewhere libc's vfork runs and the owner check always
+ * makes its system call.
  */
+#ifdef SAN_SHARED_CHILDREN_COUNTED
+#define SAN_STR_(x) #x
+#define SAN_STR(x) SAN_STR_(x)
+
+int san_vfork_failed(int err) __attribute__((visibility("hidden"), used));
+int san_vfork_failed(int err)
+{
+	errno = err;
+	return -1;
+}
+
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	"vfork:\n"
+	"	endbr64\n"
+	"	popq %rdi\n"			     /* the return address: out of the shared stack */
+	"	lock incl san_shared_children(%rip)\n" /* before the child can run */
+	"	movl $" SAN_STR(SYS_vfork) ", %eax\n"
+	"	syscall\n"
+	"	pushq %rdi\n"
+	"	testq %rax, %rax\n"
+	"	jz 1f\n"				     /* the child: the count stays raised */
+	"	lock decl san_shared_children(%rip)\n" /* the parent: the child has gone */
+	"	cmpq $-4095, %rax\n"
+	"	jae 2f\n"
+	"1:	ret\n"
+	"2:	movl %eax, %edi\n"
+	"	negl %edi\n"
+	"	jmp san_vfork_failed\n"
+	".size vfork, .-vfork\n");
+#endif
+
+/*
+ * clone() with CLONE_VM and without CLONE_THREAD makes a child that shares our
+ * memory as a vfork child does (posix_spawn-like code calls it so): counted
+ * the same way. With CLONE_VFORK the parent resumes only once the child has
+ * exec'd or exited; a child without it may live on, and the count stays
+ * raised for good (every owner check then asks the kernel: right, and slower).
+ * The optional arguments are passed on as they came: libc reads only those
+ * its flags ask for.
+ */
+SAN_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+	__typeof__(san_real.clone) real = SAN_REAL(clone);
+	bool shared = (flags & CLONE_VM) && !(flags & CLONE_THREAD);
+	pid_t *ptid, *ctid;
+	void *tls;
+	va_list ap;
+	int r;
+
+	if (unlikely(!real))
+		return san_enosys();
+	va_start(ap, arg);
+	ptid = va_arg(ap, pid_t *);
+	tls = va_arg(ap, void *);
+	ctid = va_arg(ap, pid_t *);
+	va_end(ap);
+	if (shared)
+		__atomic_add_fetch(&san_shared_children, 1, __ATOMIC_SEQ_CST);
+	r = real(fn, stack, flags, arg, ptid, tls, ctid);
+	if (shared && (r < 0 || (flags & CLONE_VFORK)))
+		__atomic_sub_fetch(&san_shared_children, 1, __ATOMIC_SEQ_CST);
+	return r;
+}
 
 /*
  * The child gets the fd table as a memory copy, which is right: it holds
