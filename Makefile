@@ -59,11 +59,12 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 
 PRELOAD_SRC := $(sort $(wildcard preload/*.c))
-# The verbs transport and provider are the only files that need libibverbs/librdmacm: they go
-# into libsanswitch.so (and build/sanverbs) when the rdma-core headers are there; the unit runner
-# never links them (core/san_prov.c refers to the provider weakly).
-VERBS_SRC   := core/san_verbs.c core/san_prov_verbs.c
-VERBS_LIBS  := -lrdmacm -libverbs
+# The verbs transport and provider are the only files that need the rdma-core headers: they go
+# into libsanswitch.so (and build/sanverbs) when those are there; the unit runner never links
+# them (core/san_prov.c refers to the provider weakly). Nothing links libibverbs or librdmacm:
+# core/san_rdma_syms.c dlopens them when the verbs provider is first needed and a device can be
+# there, so a process that never uses verbs does not load them (tests/e2e/t_symbols.sh).
+VERBS_SRC   := core/san_verbs.c core/san_prov_verbs.c core/san_rdma_syms.c
 CORE_SRC    := $(filter-out $(VERBS_SRC),$(sort $(wildcard core/*.c)))
 PROTO_SRC   := $(sort $(wildcard proto/*.c))
 UNIT_SRC    := $(sort $(wildcard tests/unit/*.c))
@@ -84,7 +85,6 @@ ifneq ($(HAVE_VERBS),1)
 TOOLS    := $(filter-out $(B)/sanverbs,$(TOOLS))
 else
 LIB_OBJ  += $(call obj,$(VERBS_SRC))
-LIB_LIBS += $(VERBS_LIBS)
 endif
 SO       := $(B)/libsanswitch.so
 MAP      := preload/libsanswitch.map
@@ -105,13 +105,13 @@ $(B)/%: tests/tools/%.c
 	@mkdir -p $(B)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -lpthread
 
-# The verbs transport test tool: the transport, its pure helpers, logging.
-SANVERBS_OBJ := $(call obj,core/san_verbs.c core/san_vpool.c core/san_log.c core/san_fdtable.c \
-                core/san_linkrate.c \
+# The verbs transport test tool: the transport, rdma-core's loader, its pure helpers, logging.
+SANVERBS_OBJ := $(call obj,core/san_verbs.c core/san_rdma_syms.c core/san_vpool.c core/san_log.c \
+                core/san_fdtable.c core/san_linkrate.c \
                 proto/san_credit.c)
 $(B)/sanverbs: tests/tools/sanverbs.c $(SANVERBS_OBJ)
 	@mkdir -p $(B)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(SANVERBS_OBJ) $(VERBS_LIBS) -lpthread
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(SANVERBS_OBJ) -ldl -lpthread
 
 # The squatter of the two-user test speaks the side-channel protocol: the engine's own code.
 $(B)/sansquat: tests/tools/sansquat.c $(UNIT_LIB_OBJ)

@@ -18,6 +18,7 @@
 
 #include "core/san_linkrate.h"
 #include "core/san_log.h"
+#include "core/san_rdma_syms.h"
 #include "core/san_verbs.h"
 #include "core/san_vpool.h"
 #include "proto/san_credit.h"
@@ -197,7 +198,7 @@ static int cm_next(struct rdma_event_channel *ech, int64_t deadline, struct rdma
 		struct pollfd pfd = { .fd = ech->fd, .events = POLLIN };
 		int n;
 
-		if (rdma_get_cm_event(ech, ev) == 0)
+		if (san_rdma.rdma_get_cm_event(ech, ev) == 0)
 			return 0;
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			return neg_errno(EIO);
@@ -223,9 +224,9 @@ static int cm_expect(struct rdma_event_channel *ech, int64_t deadline, enum rdma
 		return 0;
 	}
 	rc = cm_event_errno(ev);
-	san_debug("verbs: waiting for %s, got %s (status %d): %s", rdma_event_str(want),
-		  rdma_event_str(ev->event), ev->status, strerror(-rc));
-	rdma_ack_cm_event(ev);
+	san_debug("verbs: waiting for %s, got %s (status %d): %s", san_rdma.rdma_event_str(want),
+		  san_rdma.rdma_event_str(ev->event), ev->status, strerror(-rc));
+	san_rdma.rdma_ack_cm_event(ev);
 	return rc;
 }
 
@@ -243,6 +244,31 @@ static void copy_pdata(const struct rdma_conn_param *cp, void *buf, size_t *len)
 }
 
 /* ---------------------------------------------------------------- resources */
+
+/*
+ * rdma-core's functions are called through san_rdma (core/san_rdma_syms.h), which the entry
+ * points that start from nothing load (san_verbs_listen, san_verbs_connect, open_devices,
+ * san_verbs_fork_unneeded): every other one takes a listener or connection that those made.
+ * -ENODEV from the load reads as a host without rdma_cm. verbs.h's ibv_reg_mr and
+ * ibv_query_port are macros over inline wrappers that call exported functions by name: these
+ * two do what those do, through the table.
+ */
+static struct ibv_mr *reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+	/* (never a flag of IBV_ACCESS_OPTIONAL_RANGE, for which the wrapper takes
+	 * ibv_reg_mr_iova2) */
+	return (san_rdma.ibv_reg_mr)(pd, addr, len, access);
+}
+
+static int query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *pa)
+{
+	struct verbs_context *vctx = verbs_get_ctx_op(ctx, query_port);
+
+	if (vctx)
+		return vctx->query_port(ctx, port, pa, sizeof(*pa));
+	memset(pa, 0, sizeof(*pa));
+	return (san_rdma.ibv_query_port)(ctx, port, (struct _compat_ibv_port_attr *)pa);
+}
 
 static int post_recv(struct san_verbs_conn *c, uint32_t idx)
 {
@@ -272,10 +298,10 @@ static int conn_setup(struct san_verbs_conn *c, struct rdma_cm_id *id)
 	c->slot_size = ((size_t)SAN_VERBS_HDR + c->p.max_msg + 63) & ~(size_t)63;
 	c->area_len = c->slot_size * nslots;
 
-	c->pd = ibv_alloc_pd(ctx);
+	c->pd = san_rdma.ibv_alloc_pd(ctx);
 	if (!c->pd)
 		return neg_errno(ENOMEM);
-	c->cch = ibv_create_comp_channel(ctx);
+	c->cch = san_rdma.ibv_create_comp_channel(ctx);
 	if (!c->cch)
 		return neg_errno(ENOMEM);
 	rc = set_nonblock(c->cch->fd);
@@ -287,7 +313,7 @@ static int conn_setup(struct san_verbs_conn *c, struct rdma_cm_id *id)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < c->p.nrdma; i++)
 		c->rdma_free[c->rdma_nfree++] = c->p.nrdma - 1 - i;
-	c->cq = ibv_create_cq(ctx, (int)(nslots + c->p.nrdma) + 1, c, c->cch, 0);
+	c->cq = san_rdma.ibv_create_cq(ctx, (int)(nslots + c->p.nrdma) + 1, c, c->cch, 0);
 	if (!c->cq)
 		return neg_errno(ENOMEM);
 
@@ -303,7 +329,7 @@ static int conn_setup(struct san_verbs_conn *c, struct rdma_cm_id *id)
 		qa.cap.max_send_sge = 1;
 		qa.cap.max_recv_sge = 1;
 		qa.cap.max_inline_data = attempt == 0 ? WANT_INLINE : 0;
-		if (rdma_create_qp(id, c->pd, &qa) == 0)
+		if (san_rdma.rdma_create_qp(id, c->pd, &qa) == 0)
 			break;
 		rc = neg_errno(ENOMEM);
 		if (attempt == 1)
@@ -319,7 +345,7 @@ static int conn_setup(struct san_verbs_conn *c, struct rdma_cm_id *id)
 		return -ENOMEM;
 	}
 	memset(c->area, 0, c->area_len);
-	c->mr = ibv_reg_mr(c->pd, c->area, c->area_len, IBV_ACCESS_LOCAL_WRITE);
+	c->mr = reg_mr(c->pd, c->area, c->area_len, IBV_ACCESS_LOCAL_WRITE);
 	if (!c->mr) {
 		char lim[32] = "?";
 		struct rlimit rl;
@@ -358,7 +384,7 @@ static void conn_param_init(struct san_verbs_conn *c, struct rdma_conn_param *cp
 	struct ibv_device_attr da;
 	uint8_t rd = 1;
 
-	if (ibv_query_device(c->id->verbs, &da) == 0) {
+	if (san_rdma.ibv_query_device(c->id->verbs, &da) == 0) {
 		int m = da.max_qp_rd_atom < da.max_qp_init_rd_atom ? da.max_qp_rd_atom
 								   : da.max_qp_init_rd_atom;
 		rd = (uint8_t)(m > 16 ? 16 : (m < 0 ? 0 : m));
@@ -567,7 +593,7 @@ static int on_wc(struct san_verbs_conn *c, const struct ibv_wc *wc, san_verbs_ms
 
 			snprintf(why, sizeof(why), "RDMA %s completion status %s (%d)",
 				 wc->opcode == IBV_WC_RDMA_READ ? "READ" : "WRITE",
-				 ibv_wc_status_str(wc->status), (int)wc->status);
+				 san_rdma.ibv_wc_status_str(wc->status), (int)wc->status);
 			broken(c, -ECONNRESET, why);
 		}
 		if (c->rdma_cb)
@@ -582,7 +608,7 @@ static int on_wc(struct san_verbs_conn *c, const struct ibv_wc *wc, san_verbs_ms
 		if (san_vpool_is_send(&c->pool, wc->wr_id))
 			san_vpool_send_put(&c->pool, wc->wr_id);
 		snprintf(why, sizeof(why), "completion status %s (%d)",
-			 ibv_wc_status_str(wc->status), (int)wc->status);
+			 san_rdma.ibv_wc_status_str(wc->status), (int)wc->status);
 		if (wc->status == IBV_WC_WR_FLUSH_ERR && c->err)
 			return c->err;
 		return broken(c, -ECONNRESET, why);
@@ -602,8 +628,9 @@ static void cm_check(struct san_verbs_conn *c)
 {
 	struct rdma_cm_event *ev;
 
-	while (c->ech && rdma_get_cm_event(c->ech, &ev) == 0) {
-		san_debug("verbs: CM event %s (status %d)", rdma_event_str(ev->event), ev->status);
+	while (c->ech && san_rdma.rdma_get_cm_event(c->ech, &ev) == 0) {
+		san_debug("verbs: CM event %s (status %d)", san_rdma.rdma_event_str(ev->event),
+			  ev->status);
 		if (ev->event == RDMA_CM_EVENT_DISCONNECTED ||
 		    ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL ||
 		    ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT ||
@@ -616,7 +643,7 @@ static void cm_check(struct san_verbs_conn *c)
 			if (send_hello(c) < 0)
 				c->peer_gone = true;
 		}
-		rdma_ack_cm_event(ev);
+		san_rdma.rdma_ack_cm_event(ev);
 	}
 }
 
@@ -731,10 +758,10 @@ int san_verbs_ack(struct san_verbs_conn *c)
 
 	if (!c || !c->cch)
 		return -EINVAL;
-	while (ibv_get_cq_event(c->cch, &cq, &ctx) == 0)
+	while (san_rdma.ibv_get_cq_event(c->cch, &cq, &ctx) == 0)
 		n++;
 	if (n)
-		ibv_ack_cq_events(c->cq, n);
+		san_rdma.ibv_ack_cq_events(c->cq, n);
 	return (int)n;
 }
 
@@ -770,7 +797,7 @@ void san_verbs_get_info(const struct san_verbs_conn *c, struct san_verbs_info *i
 	info->rd_atom = c->rd_atom;
 	if (c->id && c->id->verbs)
 		snprintf(info->dev, sizeof(info->dev), "%s",
-			 ibv_get_device_name(c->id->verbs->device));
+			 san_rdma.ibv_get_device_name(c->id->verbs->device));
 }
 
 /* ---------------------------------------------------------------- RDMA READ / WRITE */
@@ -788,7 +815,7 @@ int san_verbs_reg(struct san_verbs_conn *c, void *addr, size_t len, unsigned int
 		acc |= IBV_ACCESS_REMOTE_READ;
 	if (access & SAN_VERBS_REMOTE_WRITE)
 		acc |= IBV_ACCESS_REMOTE_WRITE;
-	mr = ibv_reg_mr(c->pd, addr, len, acc);
+	mr = reg_mr(c->pd, addr, len, acc);
 	if (!mr) {
 		int rc = neg_errno(ENOMEM);
 
@@ -804,7 +831,7 @@ int san_verbs_reg(struct san_verbs_conn *c, void *addr, size_t len, unsigned int
 void san_verbs_dereg(struct san_verbs_region *r)
 {
 	if (r && r->mr)
-		ibv_dereg_mr(r->mr);
+		san_rdma.ibv_dereg_mr(r->mr);
 	if (r)
 		memset(r, 0, sizeof(*r));
 }
@@ -818,7 +845,8 @@ static struct ibv_context **devices; /* kept: the devices stay open (san_verbs_c
 
 static void open_devices_once(void)
 {
-	devices = rdma_get_devices(NULL);
+	if (san_rdma_load() == 0)
+		devices = san_rdma.rdma_get_devices(NULL);
 }
 
 /* librdmacm's devices, opened once per process and kept (NULL when there are none). */
@@ -838,13 +866,13 @@ uint64_t san_verbs_port_rate(void)
 	for (; d && *d; d++) {
 		struct ibv_device_attr da;
 
-		if (ibv_query_device(*d, &da))
+		if (san_rdma.ibv_query_device(*d, &da))
 			continue;
 		for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
 			struct ibv_port_attr pa;
 			uint64_t r;
 
-			if (ibv_query_port(*d, p, &pa) || pa.state != IBV_PORT_ACTIVE)
+			if (query_port(*d, p, &pa) || pa.state != IBV_PORT_ACTIVE)
 				continue;
 			r = san_linkrate_bps(pa.active_width, pa.active_speed);
 			if (r > best)
@@ -856,7 +884,7 @@ uint64_t san_verbs_port_rate(void)
 
 bool san_verbs_fork_unneeded(void)
 {
-	return ibv_is_fork_initialized() == IBV_FORK_UNNEEDED;
+	return san_rdma_load() == 0 && san_rdma.ibv_is_fork_initialized() == IBV_FORK_UNNEEDED;
 }
 
 void san_verbs_set_rdma_cb(struct san_verbs_conn *c, san_verbs_rdma_cb cb, void *arg)
@@ -911,7 +939,7 @@ void san_verbs_kill(struct san_verbs_conn *c)
 
 	if (!c || !c->qp)
 		return;
-	if (ibv_modify_qp(c->qp, &attr, IBV_QP_STATE))
+	if (san_rdma.ibv_modify_qp(c->qp, &attr, IBV_QP_STATE))
 		san_warn("verbs: moving a QP to the error state failed: %s", strerror(errno));
 	broken(c, -ECONNRESET, "killed locally");
 }
@@ -938,7 +966,7 @@ static struct san_verbs_conn *conn_new(const struct san_verbs_params *p)
 		return NULL;
 	c->p = *p;
 	c->cur = -1;
-	c->ech = rdma_create_event_channel();
+	c->ech = san_rdma.rdma_create_event_channel();
 	if (!c->ech || set_nonblock(c->ech->fd) < 0) {
 		san_verbs_close(c);
 		return NULL;
@@ -967,13 +995,16 @@ int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_pa
 	rc = params_fix(params, &p);
 	if (rc < 0)
 		return rc;
+	rc = san_rdma_load();
+	if (rc < 0)
+		return rc;
 	rc = resolve(addr, port, false, &dst);
 	if (rc < 0)
 		return rc;
 	c = conn_new(&p);
 	if (!c)
 		return neg_errno(ENOMEM);
-	if (rdma_create_id(c->ech, &c->id, c, RDMA_PS_TCP) != 0) {
+	if (san_rdma.rdma_create_id(c->ech, &c->id, c, RDMA_PS_TCP) != 0) {
 		rc = neg_errno(ENOMEM);
 		c->id = NULL;
 		goto fail;
@@ -990,7 +1021,7 @@ int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_pa
 	t_init = now_ms() - t0;
 	if (timeout_ms >= 0)
 		deadline = now_ms() + timeout_ms;
-	if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&dst, rtmo) != 0) {
+	if (san_rdma.rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&dst, rtmo) != 0) {
 		rc = neg_errno(EHOSTUNREACH);
 		goto fail;
 	}
@@ -998,7 +1029,7 @@ int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_pa
 		       RDMA_CM_EVENT_ADDR_RESOLVED, &ev);
 	if (rc < 0)
 		goto fail;
-	rdma_ack_cm_event(ev);
+	san_rdma.rdma_ack_cm_event(ev);
 	t_addr = now_ms() - t0;
 	if (timeout_ms >= 0) {
 		rtmo = left_ms(deadline);
@@ -1007,7 +1038,7 @@ int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_pa
 			goto fail;
 		}
 	}
-	if (rdma_resolve_route(c->id, rtmo) != 0) {
+	if (san_rdma.rdma_resolve_route(c->id, rtmo) != 0) {
 		rc = neg_errno(ENETUNREACH);
 		goto fail;
 	}
@@ -1015,7 +1046,7 @@ int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_pa
 		       RDMA_CM_EVENT_ROUTE_RESOLVED, &ev);
 	if (rc < 0)
 		goto fail;
-	rdma_ack_cm_event(ev);
+	san_rdma.rdma_ack_cm_event(ev);
 	t_route = now_ms() - t0;
 
 	t_setup = now_ms();
@@ -1025,7 +1056,7 @@ int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_pa
 	if (deadline >= 0)
 		deadline += now_ms() - t_setup;
 	conn_param_init(c, &cp, pdata, pdata_len);
-	if (rdma_connect(c->id, &cp) != 0) {
+	if (san_rdma.rdma_connect(c->id, &cp) != 0) {
 		rc = neg_errno(ECONNREFUSED);
 		goto fail;
 	}
@@ -1039,20 +1070,21 @@ int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_pa
 			copy_pdata(&ev->param.conn, reply, reply_len);
 		else if (reply_len)
 			*reply_len = 0;
-		san_debug("verbs: connect: %s (status %d)", rdma_event_str(ev->event), ev->status);
-		rdma_ack_cm_event(ev);
+		san_debug("verbs: connect: %s (status %d)", san_rdma.rdma_event_str(ev->event),
+			  ev->status);
+		san_rdma.rdma_ack_cm_event(ev);
 		goto fail;
 	}
 	copy_pdata(&ev->param.conn, reply, reply_len);
-	rdma_ack_cm_event(ev);
+	san_rdma.rdma_ack_cm_event(ev);
 	c->connected = true;
 	rc = send_hello(c);
 	if (rc < 0)
 		goto fail;
 	san_debug("verbs: connected to %s:%u over %s (inline %u; at ms: cm init %" PRId64
 		  ", address %" PRId64 ", route %" PRId64 ", established %" PRId64 ")",
-		  addr, (unsigned)port, ibv_get_device_name(c->id->verbs->device), c->max_inline,
-		  t_init, t_addr, t_route, now_ms() - t0);
+		  addr, (unsigned)port, san_rdma.ibv_get_device_name(c->id->verbs->device),
+		  c->max_inline, t_init, t_addr, t_route, now_ms() - t0);
 	*out = c;
 	return 0;
 fail:
@@ -1077,10 +1109,13 @@ int san_verbs_listen(const char *addr, uint16_t port, const struct san_verbs_par
 	rc = params_fix(params, &l->p);
 	if (rc < 0)
 		goto fail;
+	rc = san_rdma_load();
+	if (rc < 0)
+		goto fail;
 	rc = resolve(addr, port, true, &ss);
 	if (rc < 0)
 		goto fail;
-	l->ech = rdma_create_event_channel();
+	l->ech = san_rdma.rdma_create_event_channel();
 	if (!l->ech) {
 		rc = neg_errno(ENODEV);
 		goto fail;
@@ -1088,16 +1123,16 @@ int san_verbs_listen(const char *addr, uint16_t port, const struct san_verbs_par
 	rc = set_nonblock(l->ech->fd);
 	if (rc < 0)
 		goto fail;
-	if (rdma_create_id(l->ech, &l->id, l, RDMA_PS_TCP) != 0) {
+	if (san_rdma.rdma_create_id(l->ech, &l->id, l, RDMA_PS_TCP) != 0) {
 		l->id = NULL;
 		rc = neg_errno(ENOMEM);
 		goto fail;
 	}
-	if (rdma_bind_addr(l->id, (struct sockaddr *)&ss) != 0) {
+	if (san_rdma.rdma_bind_addr(l->id, (struct sockaddr *)&ss) != 0) {
 		rc = neg_errno(EADDRNOTAVAIL);
 		goto fail;
 	}
-	if (rdma_listen(l->id, 64) != 0) {
+	if (san_rdma.rdma_listen(l->id, 64) != 0) {
 		rc = neg_errno(EADDRINUSE);
 		goto fail;
 	}
@@ -1136,23 +1171,24 @@ int san_verbs_request_next(struct san_verbs_listener *l, int timeout_ms,
 			return rc;
 		if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST)
 			break;
-		san_debug("verbs: listener: ignoring CM event %s", rdma_event_str(ev->event));
-		rdma_ack_cm_event(ev);
+		san_debug("verbs: listener: ignoring CM event %s",
+			  san_rdma.rdma_event_str(ev->event));
+		san_rdma.rdma_ack_cm_event(ev);
 	}
 	rq = calloc(1, sizeof(*rq));
 	if (!rq) {
 		struct rdma_cm_id *id = ev->id;
 
-		rdma_reject(id, NULL, 0);
-		rdma_ack_cm_event(ev);
-		rdma_destroy_id(id); /* a request's id is ours: destroying it is our job */
+		san_rdma.rdma_reject(id, NULL, 0);
+		san_rdma.rdma_ack_cm_event(ev);
+		san_rdma.rdma_destroy_id(id); /* a request's id is ours: destroying it is our job */
 		return -ENOMEM;
 	}
 	rq->id = ev->id;
 	copy_pdata(&ev->param.conn, pdata_in, pdata_in_len);
 	rq->peer_depth = ev->param.conn.initiator_depth;
 	rq->peer_resources = ev->param.conn.responder_resources;
-	rdma_ack_cm_event(ev);
+	san_rdma.rdma_ack_cm_event(ev);
 	*out = rq;
 	return 0;
 }
@@ -1179,8 +1215,8 @@ void san_verbs_request_reject(struct san_verbs_request *rq, const void *pdata, s
 		return;
 	if (len > SAN_VERBS_PDATA_ACCEPT)
 		len = SAN_VERBS_PDATA_ACCEPT;
-	rdma_reject(rq->id, pdata, (uint8_t)len);
-	rdma_destroy_id(rq->id);
+	san_rdma.rdma_reject(rq->id, pdata, (uint8_t)len);
+	san_rdma.rdma_destroy_id(rq->id);
 	free(rq);
 }
 
@@ -1199,28 +1235,28 @@ int san_verbs_request_accept(struct san_verbs_listener *l, struct san_verbs_requ
 	*out = NULL;
 	free(rq);
 	if (pdata_out_len > SAN_VERBS_PDATA_ACCEPT || (pdata_out_len && !pdata_out)) {
-		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
+		san_rdma.rdma_reject(id, NULL, 0);
+		san_rdma.rdma_destroy_id(id);
 		return -EINVAL;
 	}
 	c = conn_new(&l->p);
 	if (!c) {
 		rc = neg_errno(ENOMEM);
-		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
+		san_rdma.rdma_reject(id, NULL, 0);
+		san_rdma.rdma_destroy_id(id);
 		return rc;
 	}
 	/* From here on the connection's events come on its own channel. */
-	if (rdma_migrate_id(id, c->ech) != 0) {
+	if (san_rdma.rdma_migrate_id(id, c->ech) != 0) {
 		rc = neg_errno(ENOMEM);
-		rdma_reject(id, NULL, 0);
-		rdma_destroy_id(id);
+		san_rdma.rdma_reject(id, NULL, 0);
+		san_rdma.rdma_destroy_id(id);
 		san_verbs_close(c);
 		return rc;
 	}
 	rc = conn_setup(c, id);
 	if (rc < 0) {
-		rdma_reject(id, NULL, 0);
+		san_rdma.rdma_reject(id, NULL, 0);
 		goto fail;
 	}
 	conn_param_init(c, &cp, pdata_out, pdata_out_len);
@@ -1229,7 +1265,7 @@ int san_verbs_request_accept(struct san_verbs_listener *l, struct san_verbs_requ
 	if (cp.initiator_depth > peer_resources)
 		cp.initiator_depth = peer_resources;
 	c->rd_atom = cp.initiator_depth;
-	if (rdma_accept(id, &cp) != 0) {
+	if (san_rdma.rdma_accept(id, &cp) != 0) {
 		rc = neg_errno(ECONNABORTED);
 		goto fail;
 	}
@@ -1241,7 +1277,7 @@ int san_verbs_request_accept(struct san_verbs_listener *l, struct san_verbs_requ
 	rc = cm_expect(c->ech, deadline, RDMA_CM_EVENT_ESTABLISHED, &ev);
 	if (rc < 0)
 		goto fail;
-	rdma_ack_cm_event(ev);
+	san_rdma.rdma_ack_cm_event(ev);
 	c->connected = true;
 	rc = send_hello(c);
 	if (rc < 0)
@@ -1276,9 +1312,9 @@ void san_verbs_listener_close(struct san_verbs_listener *l)
 	if (!l)
 		return;
 	if (l->id)
-		rdma_destroy_id(l->id);
+		san_rdma.rdma_destroy_id(l->id);
 	if (l->ech)
-		rdma_destroy_event_channel(l->ech);
+		san_rdma.rdma_destroy_event_channel(l->ech);
 	free(l);
 }
 
@@ -1289,7 +1325,7 @@ void san_verbs_close(struct san_verbs_conn *c)
 	if (!c)
 		return;
 	if (c->id && (c->connected || c->accepting))
-		rdma_disconnect(c->id); /* QP to error: what is posted is flushed */
+		san_rdma.rdma_disconnect(c->id); /* QP to error: what is posted is flushed */
 	if (c->cq) {
 		struct ibv_wc wc[WC_BATCH];
 
@@ -1299,27 +1335,27 @@ void san_verbs_close(struct san_verbs_conn *c)
 	if (c->cch && c->cq)
 		san_verbs_ack(c);
 	if (c->id && c->id->qp)
-		rdma_destroy_qp(c->id);
+		san_rdma.rdma_destroy_qp(c->id);
 	c->qp = NULL;
 	if (c->mr)
-		ibv_dereg_mr(c->mr);
+		san_rdma.ibv_dereg_mr(c->mr);
 	if (c->cq)
-		ibv_destroy_cq(c->cq);
+		san_rdma.ibv_destroy_cq(c->cq);
 	if (c->cch)
-		ibv_destroy_comp_channel(c->cch);
+		san_rdma.ibv_destroy_comp_channel(c->cch);
 	if (c->pd)
-		ibv_dealloc_pd(c->pd);
+		san_rdma.ibv_dealloc_pd(c->pd);
 	if (c->pool_ok)
 		san_vpool_fini(&c->pool);
 	free(c->area);
 	free(c->rdma_cookie);
 	free(c->rdma_free);
 	if (c->ech)
-		while (rdma_get_cm_event(c->ech, &ev) == 0)
-			rdma_ack_cm_event(ev);
+		while (san_rdma.rdma_get_cm_event(c->ech, &ev) == 0)
+			san_rdma.rdma_ack_cm_event(ev);
 	if (c->id)
-		rdma_destroy_id(c->id);
+		san_rdma.rdma_destroy_id(c->id);
 	if (c->ech)
-		rdma_destroy_event_channel(c->ech);
+		san_rdma.rdma_destroy_event_channel(c->ech);
 	free(c);
 }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # t_symbols — the library exports exactly the names of preload/libsanswitch.map's global section,
-# each of them a name libc defines; and it loads cleanly into a program.
+# each of them a name libc defines; it loads cleanly into a program; it does not link rdma-core,
+# and a preloaded process maps rdma-core only when the verbs provider may use a device.
 # timeout: 30
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -66,3 +67,45 @@ no_preload_errors "$TMP/load.err"
 [ "${out:-0}" -gt 0 ] || { show "$TMP/load.err"; fail "library not mapped in a preloaded process"; }
 [ -s "$TMP/load.err" ] && { show "$TMP/load.err"; fail "a trivial preloaded program wrote to stderr"; }
 log "library loads cleanly"
+
+# rdma-core is loaded only when the verbs provider needs it (core/san_rdma_syms.c): the library
+# never links it (linked, it cost every preloaded process about 0.3 ms at start: /bin/true took
+# twice its plain time, 1.4 without it), and a preloaded process that does not use verbs never
+# maps it.
+ldd "$SO" >"$TMP/ldd" 2>&1 || { show "$TMP/ldd"; fail "ldd $SO failed"; }
+if grep -E 'lib(ibverbs|rdmacm)' "$TMP/ldd"; then
+	fail "$SO links rdma-core again: it must be dlopened at first need (core/san_rdma_syms.c)"
+fi
+log "rdma-core is not among the library's dependencies"
+
+# rdma_maps PROVIDER — tests/e2e/rdma_maps.py preloaded under SANSWITCH_PROVIDER=PROVIDER: a
+# listener, a connection to itself, a few bytes; prints which rdma-core libraries it maps ("none").
+# Its debug log goes to $TMP/rdma.PROVIDER.err.
+rdma_maps() {
+	preload env SANSWITCH_PROVIDER="$1" SANSWITCH_LOG=debug "$PY" "$E2E_DIR/rdma_maps.py" \
+		2>"$TMP/rdma.$1.err"
+}
+# (a build without the rdma-core headers has no verbs provider: it never looks)
+grep -qa 'librdmacm\.so\.1' "$SO" && has_verbs=1 || has_verbs=0
+devices=
+for d in /sys/class/infiniband/*; do
+	[ -e "$d" ] && devices="$devices${devices:+ }${d##*/}"
+done
+for p in shm none auto verbs; do
+	# with a device here, auto and verbs load rdma-core at the listener: tests/rxe checks that
+	[ -n "$devices" ] && [ "$p" != shm ] && [ "$p" != none ] && continue
+	got=$(rdma_maps "$p") ||
+		{ show "$TMP/rdma.$p.err"; fail "SANSWITCH_PROVIDER=$p: rdma_maps.py failed"; }
+	no_preload_errors "$TMP/rdma.$p.err"
+	[ "$got" = none ] ||
+		{ show "$TMP/rdma.$p.err"; fail "SANSWITCH_PROVIDER=$p: maps $got, no use for verbs"; }
+	# auto and verbs did look (their listener asked), and found no device without loading
+	case $has_verbs.$p in
+	1.auto | 1.verbs)
+		grep -q 'verbs: no RDMA device .*rdma-core not loaded' "$TMP/rdma.$p.err" ||
+			{ show "$TMP/rdma.$p.err"; fail "SANSWITCH_PROVIDER=$p: no 'rdma-core not loaded' line"; }
+		;;
+	esac
+done
+log "rdma-core not mapped by a preloaded process that listens and connects" \
+	"(RDMA devices: ${devices:-none})"
