@@ -63,6 +63,11 @@ static struct {
 
 static struct san_stats_file san_stats_priv;
 
+static const char *san_stats_dir(void)
+{
+	return *san_st.dir ? san_st.dir : SAN_STATS_DIR;
+}
+
 /* ---------------------------------------------------------------- names */
 
 /* clang-format off */
@@ -443,13 +448,11 @@ static struct san_stats_file *san_stats_make(void)
 	pid = getpid();
 	f = &san_stats_priv;
 	if (!__atomic_load_n(&san_st.no_file, __ATOMIC_ACQUIRE)) {
-		err = san_stats_file_create(*san_st.dir ? san_st.dir : SAN_STATS_DIR, pid, &f);
+		err = san_stats_file_create(san_stats_dir(), pid, &f);
 		if (!err) {
 			san_st.mapped = true;
-			san_stats_path_for(san_st.path, sizeof(san_st.path),
-					   *san_st.dir ? san_st.dir : SAN_STATS_DIR, pid);
-			err = san_stats_gc(*san_st.dir ? san_st.dir : SAN_STATS_DIR, f->hdr.pidns,
-					   pid);
+			san_stats_path_for(san_st.path, sizeof(san_st.path), san_stats_dir(), pid);
+			err = san_stats_gc(san_stats_dir(), f->hdr.pidns, pid);
 			san_debug("stats: %s (%d leftovers of dead processes removed)", san_st.path,
 				  err);
 		} else {
