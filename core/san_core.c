@@ -72,15 +72,16 @@ void san_core_atfork_parent(void)
 }
 
 /*
- * Runs just before the real exec*(): the new image may not run the switch, so
- * switched fds must be made safe to inherit here. The statistics file's name
- * (it carries the pid) is freed for the new image. If the exec fails the
- * process goes on as is.
+ * Runs just before the real exec*(), with the environment the new program gets:
+ * the new image may not run the switch, so switched fds must be made safe to
+ * inherit here. The statistics go on in the new image if it will count them
+ * (the file carries the pid, which the exec keeps), else this image's line is
+ * printed now. If the exec fails the process goes on as is.
  */
-void san_core_before_exec(void)
+void san_core_before_exec(char *const envp[])
 {
 	san_sock_before_exec();
-	san_stats_before_exec();
+	san_stats_before_exec(envp);
 }
 
 /*

@@ -9,7 +9,8 @@ void san_core_loaded(void);
 void san_core_atfork_child(void);
 void san_core_atfork_prepare(void);
 void san_core_atfork_parent(void);
-void san_core_before_exec(void);
+/* Before an exec, with the environment the new program gets. */
+void san_core_before_exec(char *const envp[]);
 void san_core_exit(void);
 /* The process is about to confine itself with seccomp: the library steps aside. */
 void san_core_sandboxed(void);

@@ -47,21 +47,26 @@ enum {
  * The process's statistics. The counters live in *f: the mapped file, or san_stats_priv when
  * there is none (SANSWITCH_STATS=0 never gets this far; creation failed; or the process is
  * exiting). f stays NULL until the first tracked socket, so a program that never opens TCP
- * creates no file; it is published once with a release store and never changes afterwards
- * (except in a fork child, which has one thread).
+ * creates no file; it is published once with a release store and never
+ * changes afterwards (except in a fork child, which has one thread). An image that an exec
+ * handed the file to takes it at load, before any thread (san_stats_take_over).
  */
 static struct {
 	pthread_mutex_t lock; /* creation of the file; the close of a dup'ed fd */
 	struct san_stats_file *f;
-	bool mapped;	/* f is the file's mapping */
-	bool no_file;	/* exiting: never create the file now */
-	int exited;	/* the exit hook ran (atomic) */
-	pid_t pid;	/* the process this state belongs to (0: not initialised) */
-	char dir[200];	/* where the file goes; "" means SAN_STATS_DIR */
-	char path[256]; /* the file, "" when this process has none */
+	bool mapped;	  /* f is the file's mapping */
+	bool no_file;	  /* exiting: never create the file now */
+	bool shown;	  /* a line was printed at an exec that failed (see san_stats_print) */
+	bool env_preload; /* LD_PRELOAD named the library when it was loaded */
+	int exited;	  /* the exit hook ran (atomic) */
+	pid_t pid;	  /* the process this state belongs to (0: not initialised) */
+	char dir[200];	  /* where the file goes; "" means SAN_STATS_DIR */
+	char path[256];	  /* the file, "" when this process has none */
 } san_st = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static struct san_stats_file san_stats_priv;
+/* What the lines printed so far have shown (only once san_st.shown). */
+static struct san_stats_file san_stats_shown;
 
 static const char *san_stats_dir(void)
 {
@@ -309,6 +314,58 @@ fail:
 void san_stats_file_unmap(struct san_stats_file *f)
 {
 	munmap(f, sizeof(*f));
+}
+
+/*
+ * The file an exec handed over (san_stats_before_exec): ours only if it is a plain file of our
+ * user, of this very layout, flagged SAN_STATS_F_EXEC and not exited, and names this process:
+ * our pid in our pid namespace, and our start time, which an exec keeps (a leftover of a dead
+ * process that had our pid has another). The flag is cleared and the name updated to the new
+ * program's; the counters go on. -ENOENT when there is no file, -ESTALE for one not ours.
+ */
+int san_stats_file_adopt(const char *dir, pid_t pid, struct san_stats_file **out)
+{
+	char path[sizeof(san_st.path)], comm[16];
+	struct san_stats_file *f;
+	struct san_stats_hdr *h;
+	uint64_t start;
+	uint32_t flags;
+	struct stat st;
+	void *p;
+	int err, fd;
+
+	err = san_stats_path_for(path, sizeof(path), dir, pid);
+	if (err)
+		return err;
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    st.st_size != (off_t)sizeof(struct san_stats_file)) {
+		san_stats_sys_close(fd);
+		return -ESTALE;
+	}
+	p = mmap(NULL, sizeof(struct san_stats_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	err = p == MAP_FAILED ? -errno : 0;
+	san_stats_sys_close(fd);
+	if (err)
+		return err;
+	f = p;
+	h = &f->hdr;
+	flags = __atomic_load_n(&h->flags, __ATOMIC_ACQUIRE);
+	san_stats_proc(0, comm, &start);
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != SAN_STATS_MAGIC ||
+	    h->version != SAN_STATS_VERSION || h->hdr_len != sizeof(*h) ||
+	    h->nr_counters != SAN_STATS_COUNTERS || h->nr_reasons != SAN_FB_SLOTS ||
+	    h->pid != pid || !(flags & SAN_STATS_F_EXEC) || (flags & SAN_STATS_F_EXITED) ||
+	    !start || h->start_ticks != start || !h->pidns || h->pidns != san_stats_pidns()) {
+		san_stats_file_unmap(f);
+		return -ESTALE;
+	}
+	memcpy(h->comm, comm, sizeof(h->comm));
+	__atomic_fetch_and(&h->flags, ~SAN_STATS_F_EXEC, __ATOMIC_RELEASE);
+	*out = f;
+	return 0;
 }
 
 /*
@@ -732,7 +789,9 @@ static void san_stats_forget(bool unlink_file)
 	san_st.no_file = false;
 	san_st.exited = 0;
 	san_st.path[0] = '\0';
+	san_st.shown = false;
 	memset(&san_stats_priv, 0, sizeof(san_stats_priv));
+	memset(&san_stats_shown, 0, sizeof(san_stats_shown));
 }
 
 void san_stats_reset(const char *dir)
@@ -742,11 +801,33 @@ void san_stats_reset(const char *dir)
 	san_st.pid = getpid();
 }
 
+/*
+ * At load: the counters the image before an exec handed over (san_stats_before_exec), if there
+ * are any for this pid. Before any thread runs, and before a first tracked socket would make a
+ * new file in the place of this one.
+ */
+bool san_stats_take_over(void)
+{
+	struct san_stats_file *f;
+
+	if (!san_stats_enabled() || san_st.f ||
+	    san_stats_file_adopt(san_stats_dir(), san_st.pid, &f))
+		return false;
+	san_st.mapped = true;
+	san_stats_path_for(san_st.path, sizeof(san_st.path), san_stats_dir(), san_st.pid);
+	__atomic_store_n(&san_st.f, f, __ATOMIC_RELEASE);
+	san_debug("stats: %s: the counts of the image before exec go on here", san_st.path);
+	return true;
+}
+
 void san_stats_init(void)
 {
+	const char *preload = getenv("LD_PRELOAD");
+
 	if (!san_stats_enabled())
 		return;
 	san_st.pid = getpid();
+	san_st.env_preload = preload && strstr(preload, "libsanswitch");
 	/*
 	 * atexit() rather than a destructor: registered this early, at load, it runs after the
 	 * program's own exit handlers (which may still close connections), and only in the
@@ -754,6 +835,7 @@ void san_stats_init(void)
 	 */
 	if (atexit(san_stats_exit))
 		san_warn("stats: atexit failed: no line at exit");
+	san_stats_take_over();
 }
 
 /*
@@ -766,19 +848,6 @@ void san_stats_atfork_child(void)
 	pthread_mutex_init(&san_st.lock, NULL);
 	san_stats_forget(false);
 	san_st.pid = getpid();
-}
-
-/*
- * The new image keeps the pid and, if it runs the switch, creates its file under the same
- * name. The old image's counters are not printed: the pid's line comes from the image that
- * exits. vfork: the child shares our memory, and its pid is not ours: it touches nothing.
- */
-void san_stats_before_exec(void)
-{
-	if (!san_st.mapped || !*san_st.path || san_st.pid != getpid())
-		return;
-	unlink(san_st.path);
-	san_st.path[0] = '\0';
 }
 
 size_t san_stats_format_line(char *buf, size_t size, const struct san_stats_file *f)
@@ -809,6 +878,113 @@ size_t san_stats_format_line(char *buf, size_t size, const struct san_stats_file
 	buf[len++] = '\n';
 	buf[len] = '\0';
 	return len;
+}
+
+/*
+ * The line (SANSWITCH_STATS=1) of what no line of this process has shown yet: all its counts,
+ * unless it printed one at an exec that then failed; then what it counted since, and no line
+ * if that is nothing. Not while stderr is tracked: it was closed and its number reused for one
+ * of the program's own TCP connections, and the line must not go into the peer's byte stream.
+ */
+static void san_stats_print(const struct san_stats_file *f)
+{
+	struct san_stats_file d;
+	bool news = false;
+	char line[4096];
+	unsigned int i;
+	size_t len;
+
+	memset(&d.hdr, 0, sizeof(d.hdr));
+	d.hdr.pid = san_st.pid;
+	for (i = 0; i < SAN_STATS_COUNTERS; i++) {
+		uint64_t v = __atomic_load_n(&f->counters[i], __ATOMIC_RELAXED);
+
+		d.counters[i] = v - san_stats_shown.counters[i];
+		san_stats_shown.counters[i] = v;
+		news |= d.counters[i] != 0;
+	}
+	for (i = 0; i < SAN_FB_SLOTS; i++) {
+		uint64_t v = __atomic_load_n(&f->fallback[i], __ATOMIC_RELAXED);
+
+		d.fallback[i] = v - san_stats_shown.fallback[i];
+		san_stats_shown.fallback[i] = v;
+		news |= d.fallback[i] != 0;
+	}
+	if (san_st.shown && !news)
+		return;
+	san_st.shown = true;
+	if (!san_fd_get(STDERR_FILENO)) {
+		len = san_stats_format_line(line, sizeof(line), &d);
+		san_log_raw(line, len);
+	}
+}
+
+/* The value of @name in an exec's environment, as getenv() would find it there; NULL if none. */
+static const char *san_stats_envp_get(char *const envp[], const char *name)
+{
+	size_t n = strlen(name);
+
+	for (; envp && *envp; envp++)
+		if (!strncmp(*envp, name, n) && (*envp)[n] == '=')
+			return *envp + n + 1;
+	return NULL;
+}
+
+/*
+ * Will the program an exec starts with @envp take this image's counts over? It must run the
+ * library (LD_PRELOAD in @envp names it; or, @preload_by_env false, the library came in some
+ * other way, /etc/ld.so.preload, that the next program gets too), with counters (neither
+ * SANSWITCH_DISABLE=1 nor SANSWITCH_STATS=0), and print a line at its exit if this image
+ * would (@ours). Values are read as at load: unset, empty or not understood is the default.
+ */
+bool san_stats_exec_hands_over(char *const envp[], bool preload_by_env, enum san_cfg_stats ours)
+{
+	enum san_cfg_stats next = SAN_CFG_STATS_LIVE;
+	bool off = false;
+	const char *v;
+
+	if (preload_by_env &&
+	    (!(v = san_stats_envp_get(envp, "LD_PRELOAD")) || !strstr(v, "libsanswitch")))
+		return false;
+	if ((v = san_stats_envp_get(envp, "SANSWITCH_DISABLE")) &&
+	    !san_config_parse_bool(v, &off) && off)
+		return false;
+	if ((v = san_stats_envp_get(envp, "SANSWITCH_STATS")))
+		(void)san_config_parse_stats(v, &next); /* (unchanged if not understood) */
+	if (next == SAN_CFG_STATS_OFF)
+		return false;
+	return ours != SAN_CFG_STATS_PRINT || next == SAN_CFG_STATS_PRINT;
+}
+
+/*
+ * The new image keeps the pid. An image with counts (it tracked a TCP socket, counted a
+ * connection, or took counts over itself) hands them to it if it will take them
+ * (san_stats_exec_hands_over): the file is flagged and kept, the new image maps it at load
+ * (san_stats_take_over), counts on, and its line at exit is the pid's only one, with these
+ * counts in it. Otherwise (no file, or a program that will not count or print) the line is
+ * printed now, if SANSWITCH_STATS=1, and the name freed. If the exec fails the process goes on
+ * with its counters (a stale flag is harmless: the exit removes the file); a line printed here
+ * is not printed again. An image without counts hands over nothing: a fork child that execs
+ * before counting anything, or one that never saw TCP. vfork: the child shares our memory,
+ * and its pid is not ours: it touches nothing.
+ */
+void san_stats_before_exec(char *const envp[])
+{
+	struct san_stats_file *f = __atomic_load_n(&san_st.f, __ATOMIC_ACQUIRE);
+
+	if (!f || san_core_is_sandboxed() || !san_stats_enabled() || san_st.pid != getpid())
+		return;
+	if (san_st.mapped && *san_st.path &&
+	    san_stats_exec_hands_over(envp, san_st.env_preload, san_cfg.stats)) {
+		__atomic_fetch_or(&f->hdr.flags, SAN_STATS_F_EXEC, __ATOMIC_RELEASE);
+		return;
+	}
+	if (san_cfg.stats == SAN_CFG_STATS_PRINT)
+		san_stats_print(f);
+	if (san_st.mapped && *san_st.path) {
+		unlink(san_st.path);
+		san_st.path[0] = '\0';
+	}
 }
 
 /*
@@ -862,8 +1038,6 @@ static bool san_stats_trylock(void)
 void san_stats_exit(void)
 {
 	struct san_stats_file *f;
-	char line[4096];
-	size_t len;
 
 	if (san_core_is_sandboxed())
 		return; /* (san_core_sandboxed: no system call the filter may refuse) */
@@ -888,14 +1062,7 @@ void san_stats_exit(void)
 			f = &san_stats_priv;
 			f->hdr.pid = san_st.pid;
 		}
-		/*
-		 * stderr may have been closed and its number reused for one of the program's
-		 * own TCP connections: the line must not go into the peer's byte stream.
-		 */
-		if (!san_fd_get(STDERR_FILENO)) {
-			len = san_stats_format_line(line, sizeof(line), f);
-			san_log_raw(line, len);
-		}
+		san_stats_print(f);
 	}
 	f = __atomic_load_n(&san_st.f, __ATOMIC_ACQUIRE);
 	if (f && san_st.mapped) {

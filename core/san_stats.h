@@ -62,9 +62,10 @@ _Static_assert((int)SAN_R_MAX < (int)SAN_FB_LOCAL, "wire reasons grew into the l
 
 /*
  * The shared file, /dev/shm/sanswitch.<pid>: this struct, in host byte order (it never leaves
- * the host). Created mode 0600 at the process's first tracked socket, unlinked at exit and
- * before exec; a fork child makes its own. A reader (sanstat) maps or reads it, checks magic,
- * version and the sizes in the header. A process killed by a signal leaves its file behind:
+ * the host). Created mode 0600 at the process's first tracked socket, unlinked at exit; at an
+ * exec handed to the new image (same pid, same file, counts going on) when it will run the
+ * library, else unlinked; a fork child makes its own. A reader (sanstat) maps or reads it,
+ * checks magic, version and the sizes in the header. A process killed by a signal leaves its file behind:
  * the next process of the same user to make its file removes such leftovers (a pid that is
  * gone from the same pid namespace, or now belongs to a process with another start time).
  * Every counter is a 64-bit value written with relaxed atomics: each one is consistent, a
@@ -75,6 +76,7 @@ _Static_assert((int)SAN_R_MAX < (int)SAN_FB_LOCAL, "wire reasons grew into the l
 #define SAN_STATS_COUNTERS 32 /* slots in counters[]: room to add without a new version */
 
 #define SAN_STATS_F_EXITED 0x1u /* the process has run its exit hook */
+#define SAN_STATS_F_EXEC 0x2u	/* the process execs: the new image takes the file over */
 
 struct san_stats_hdr {
 	uint32_t magic;	      /* SAN_STATS_MAGIC */
@@ -106,12 +108,19 @@ _Static_assert(SAN_STAT_NR <= SAN_STATS_COUNTERS, "more counters than file slots
 
 /* ---- life of the process (called from core/san_core.c) -------------------------------- */
 
-/* Once at load, after san_config_init(): arms the exit hook unless SANSWITCH_STATS=0. */
+/*
+ * Once at load, after san_config_init(): arms the exit hook unless SANSWITCH_STATS=0, and takes
+ * over the counters an exec handed to this image (san_stats_take_over).
+ */
 void san_stats_init(void);
 /* fork() child: drop the parent's file and counters; the child makes its own, lazily. */
 void san_stats_atfork_child(void);
-/* Before exec: the new image (same pid) starts over, so the name must be free. */
-void san_stats_before_exec(void);
+/*
+ * Before an exec whose new program gets @envp: the counts go on in that program if it will
+ * take them over (the file stays, flagged), else this image's line is printed now (if
+ * SANSWITCH_STATS=1) and the name freed.
+ */
+void san_stats_before_exec(char *const envp[]);
 /* The exit hook: count the connections still open, print the line, remove the file. */
 void san_stats_exit(void);
 
@@ -176,6 +185,21 @@ int san_stats_parse_procstat(const char *line, char comm[16], uint64_t *start_ti
  */
 int san_stats_file_create(const char *dir, pid_t pid, struct san_stats_file **out);
 void san_stats_file_unmap(struct san_stats_file *f);
+
+/*
+ * Map DIR/sanswitch.<pid> if it is the file an exec handed to this image (flagged
+ * SAN_STATS_F_EXEC, our pid, pid namespace and start time, this layout), and clear the flag.
+ * 0; -ENOENT: no file; -ESTALE: a file that is not that.
+ */
+int san_stats_file_adopt(const char *dir, pid_t pid, struct san_stats_file **out);
+/* At load: adopt the file an exec handed over, if any, as the counters; true if it did. */
+bool san_stats_take_over(void);
+/*
+ * Will the program an exec starts with environment @envp take the counts over: run the library
+ * (its name in LD_PRELOAD, unless @preload_by_env is false), count, and print a line if @ours
+ * (this image's SANSWITCH_STATS) prints one?
+ */
+bool san_stats_exec_hands_over(char *const envp[], bool preload_by_env, enum san_cfg_stats ours);
 
 /* Read and validate a stats file (the sanstat side): 0, -errno, or -EPROTO for a bad file. */
 int san_stats_file_read(const char *path, struct san_stats_file *out);

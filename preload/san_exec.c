@@ -109,7 +109,7 @@ static int san_execve(const char *path, char *const argv[], char *const envp[])
 	__typeof__(san_real.execve) fn = SAN_REAL(execve);
 
 	san_debug("execve %s", path);
-	san_core_before_exec();
+	san_core_before_exec(envp);
 	return fn(path, argv, envp);
 }
 
@@ -118,7 +118,7 @@ static int san_execv(const char *path, char *const argv[])
 	__typeof__(san_real.execv) fn = SAN_REAL(execv);
 
 	san_debug("execv %s", path);
-	san_core_before_exec();
+	san_core_before_exec(environ);
 	return fn(path, argv);
 }
 
@@ -127,7 +127,7 @@ static int san_execvp(const char *file, char *const argv[])
 	__typeof__(san_real.execvp) fn = SAN_REAL(execvp);
 
 	san_debug("execvp %s", file);
-	san_core_before_exec();
+	san_core_before_exec(environ);
 	return fn(file, argv);
 }
 
@@ -153,7 +153,7 @@ SAN_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 	if (unlikely(!fn))
 		return san_enosys();
 	san_debug("execvpe %s", file);
-	san_core_before_exec();
+	san_core_before_exec(envp);
 	return fn(file, argv, envp);
 }
 
@@ -164,7 +164,7 @@ SAN_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	if (unlikely(!fn))
 		return san_enosys();
 	san_debug("fexecve fd %d", fd);
-	san_core_before_exec();
+	san_core_before_exec(envp);
 	return fn(fd, argv, envp);
 }
 

@@ -781,16 +781,196 @@ START_TEST(test_fork_child_own_counters)
 }
 END_TEST
 
+/* The environment the exec of exec_hook() passes on. */
+static char **exec_env;
+
+static void exec_hook(void)
+{
+	san_stats_before_exec(exec_env);
+}
+
+/* A next program that will not count (SANSWITCH_STATS=0): the name is freed for it. */
 START_TEST(test_before_exec)
 {
+	char *env[] = { "SANSWITCH_STATS=0", NULL };
+
 	san_stats_track();
 	ck_assert(exists(path_of(getpid())));
-	san_stats_before_exec();
+	san_stats_before_exec(env);
 	ck_assert(!exists(path_of(getpid())));
 	ck_assert_ptr_null(san_stats_path());
 	/* A failed exec: the process goes on counting, privately. */
 	san_stats_add(SAN_STAT_ACCEPTS, 1);
 	ck_assert_uint_eq(san_stats_get(SAN_STAT_ACCEPTS), 1);
+}
+END_TEST
+
+/*
+ * A next program that will count and print: no line at the exec, the file stays, flagged; the
+ * new image (same pid: here the same process, its state forgotten as a fork child's is) takes
+ * it over at load, counts on, and its one line has both images' counts.
+ */
+START_TEST(test_exec_hand_over)
+{
+	char *env[] = { "PATH=/bin", "SANSWITCH_STATS=1", NULL };
+	struct san_stats_file r;
+	const char *out;
+	char *file;
+
+	san_cfg.stats = SAN_CFG_STATS_PRINT;
+	san_stats_add(SAN_STAT_CONNECTS, 1);
+	san_stats_fallback(SAN_FB_NOT_ATTEMPTED);
+	file = strdup(san_stats_path());
+	exec_env = env;
+	out = capturing(exec_hook);
+	ck_assert_str_eq(out, "");
+	ck_assert(exists(file));
+	ck_assert_str_eq(san_stats_path(), file);
+	ck_assert_int_eq(san_stats_file_read(file, &r), 0);
+	ck_assert_uint_eq(r.hdr.flags, SAN_STATS_F_EXEC);
+
+	/* the new image */
+	san_stats_atfork_child();
+	ck_assert_ptr_null(san_stats_current());
+	ck_assert(san_stats_take_over());
+	ck_assert_str_eq(san_stats_path(), file);
+	ck_assert_int_eq(san_stats_file_read(file, &r), 0);
+	ck_assert_uint_eq(r.hdr.flags, 0);
+	ck_assert_uint_eq(san_stats_get(SAN_STAT_CONNECTS), 1);
+	ck_assert_uint_eq(san_stats_get_fallback(SAN_FB_NOT_ATTEMPTED), 1);
+	san_stats_add(SAN_STAT_ACCEPTS, 2);
+	out = capturing(san_stats_exit);
+	ck_assert_int_eq(count_lines(out), 1);
+	ck_assert_ptr_nonnull(strstr(out, " fallback=1 "));
+	ck_assert_ptr_nonnull(strstr(out, " connects=1 accepts=2 "));
+	ck_assert(!exists(file));
+
+	/* Nothing handed over (the flag is cleared once taken): nothing taken. */
+	san_stats_atfork_child();
+	ck_assert(!san_stats_take_over());
+	ck_assert_ptr_null(san_stats_current());
+	free(file);
+}
+END_TEST
+
+/*
+ * A next program that will not print (no SANSWITCH_STATS=1): the line is printed at the exec.
+ * The exec fails, the process goes on: a second attempt and the exit print only what was
+ * counted since, and nothing when that is nothing.
+ */
+START_TEST(test_exec_prints_now)
+{
+	char *env[] = { NULL };
+	const char *out;
+	char *file;
+
+	san_cfg.stats = SAN_CFG_STATS_PRINT;
+	san_stats_add(SAN_STAT_CONNECTS, 2);
+	file = strdup(san_stats_path());
+	exec_env = env;
+	out = capturing(exec_hook);
+	ck_assert_int_eq(count_lines(out), 1);
+	ck_assert_ptr_nonnull(strstr(out, " connects=2 accepts=0 "));
+	ck_assert(!exists(file));
+	ck_assert_ptr_null(san_stats_path());
+	out = capturing(exec_hook);
+	ck_assert_str_eq(out, "");
+	san_stats_add(SAN_STAT_ACCEPTS, 1);
+	out = capturing(san_stats_exit);
+	ck_assert_int_eq(count_lines(out), 1);
+	ck_assert_ptr_nonnull(strstr(out, " connects=0 accepts=1 "));
+	ck_assert_uint_eq(san_stats_get(SAN_STAT_CONNECTS), 2);
+
+	/* Printed at the exec, nothing since: no line at exit. */
+	san_stats_reset(dir);
+	san_cfg.stats = SAN_CFG_STATS_PRINT;
+	san_stats_track();
+	out = capturing(exec_hook);
+	ck_assert_int_eq(count_lines(out), 1);
+	out = capturing(san_stats_exit);
+	ck_assert_str_eq(out, "");
+	free(file);
+}
+END_TEST
+
+START_TEST(test_exec_hands_over_rule)
+{
+	/* clang-format off */
+	static const struct {
+		const char *env[4];
+		bool by_env;
+		enum san_cfg_stats ours;
+		bool want;
+	} t[] = {
+		{ { NULL }, false, SAN_CFG_STATS_LIVE, true },
+		{ { NULL }, false, SAN_CFG_STATS_PRINT, false }, /* the next one would not print */
+		{ { "SANSWITCH_STATS=1" }, false, SAN_CFG_STATS_PRINT, true },
+		{ { "SANSWITCH_STATS=1" }, false, SAN_CFG_STATS_LIVE, true },
+		{ { "SANSWITCH_STATS=1" }, true, SAN_CFG_STATS_PRINT, false }, /* no LD_PRELOAD */
+		{ { "LD_PRELOAD=/x/libsanswitch.so", "SANSWITCH_STATS=1" }, true,
+		  SAN_CFG_STATS_PRINT, true },
+		{ { "LD_PRELOAD=libasan.so.8 /b/libsanswitch.so" }, true, SAN_CFG_STATS_LIVE, true },
+		{ { "LD_PRELOAD=/x/libother.so", "SANSWITCH_STATS=1" }, true, SAN_CFG_STATS_PRINT,
+		  false },
+		{ { "LD_PRELOAD=" }, true, SAN_CFG_STATS_LIVE, false },
+		{ { "SANSWITCH_STATS=0" }, false, SAN_CFG_STATS_LIVE, false },
+		{ { "SANSWITCH_STATS=" }, false, SAN_CFG_STATS_LIVE, true },
+		{ { "SANSWITCH_STATS=bogus" }, false, SAN_CFG_STATS_LIVE, true },
+		{ { "SANSWITCH_STATS=bogus" }, false, SAN_CFG_STATS_PRINT, false },
+		{ { "SANSWITCH_DISABLE=1", "SANSWITCH_STATS=1" }, false, SAN_CFG_STATS_PRINT, false },
+		{ { "SANSWITCH_DISABLE=0", "SANSWITCH_STATS=1" }, false, SAN_CFG_STATS_PRINT, true },
+		{ { "SANSWITCH_DISABLE=yes", "SANSWITCH_STATS=1" }, false, SAN_CFG_STATS_PRINT,
+		  true },
+		/* names that only begin or end like ours are not ours */
+		{ { "SANSWITCH_STATS_X=0", "XSANSWITCH_STATS=0", "SANSWITCH_STATS=1" }, false,
+		  SAN_CFG_STATS_PRINT, true },
+		{ { "SANSWITCH_STATSX=1" }, false, SAN_CFG_STATS_PRINT, false },
+	};
+	/* clang-format on */
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		ck_assert_msg(san_stats_exec_hands_over((char *const *)t[i].env, t[i].by_env,
+							t[i].ours) == t[i].want,
+			      "case %zu: want %d", i, t[i].want);
+	ck_assert(san_stats_exec_hands_over(NULL, false, SAN_CFG_STATS_LIVE));
+	ck_assert(!san_stats_exec_hands_over(NULL, true, SAN_CFG_STATS_LIVE));
+}
+END_TEST
+
+/* Only a file flagged for an exec, of this process (pid, start time), not exited, is taken. */
+START_TEST(test_file_adopt)
+{
+	struct san_stats_file *f, *g;
+	pid_t me = getpid();
+
+	ck_assert_int_eq(san_stats_file_adopt(dir, me, &g), -ENOENT);
+	ck_assert_int_eq(san_stats_file_create(dir, me, &f), 0);
+	f->counters[SAN_STAT_ACCEPTS] = 7;
+	ck_assert_int_eq(san_stats_file_adopt(dir, me, &g), -ESTALE); /* not flagged */
+	f->hdr.flags = SAN_STATS_F_EXEC | SAN_STATS_F_EXITED;
+	ck_assert_int_eq(san_stats_file_adopt(dir, me, &g), -ESTALE);
+	f->hdr.flags = SAN_STATS_F_EXEC;
+	f->hdr.start_ticks++; /* a dead process that had our pid */
+	ck_assert_int_eq(san_stats_file_adopt(dir, me, &g), -ESTALE);
+	f->hdr.start_ticks--;
+	f->hdr.pidns++;
+	ck_assert_int_eq(san_stats_file_adopt(dir, me, &g), -ESTALE);
+	f->hdr.pidns--;
+	f->hdr.nr_counters--;
+	ck_assert_int_eq(san_stats_file_adopt(dir, me, &g), -ESTALE);
+	f->hdr.nr_counters++;
+	memset(f->hdr.comm, 0, sizeof(f->hdr.comm));
+	ck_assert_int_eq(san_stats_file_adopt(dir, me, &g), 0);
+	ck_assert_uint_eq(g->counters[SAN_STAT_ACCEPTS], 7);
+	ck_assert_uint_eq(f->hdr.flags, 0); /* the same file: the flag is cleared */
+	ck_assert_str_ne(f->hdr.comm, "");  /* and the name is the program's now */
+	san_stats_file_unmap(g);
+	ck_assert_int_eq(san_stats_file_adopt(dir, me, &g), -ESTALE);
+	san_stats_file_unmap(f);
+	unlink(path_of(me));
+	ck_assert_int_eq(symlink("/dev/null", path_of(me)), 0);
+	ck_assert_int_lt(san_stats_file_adopt(dir, me, &g), 0);
+	unlink(path_of(me));
 }
 END_TEST
 
@@ -818,6 +998,10 @@ Suite *make_stats_suite(void)
 	tcase_add_test(tc, test_format_line);
 	tcase_add_test(tc, test_fork_child_own_counters);
 	tcase_add_test(tc, test_before_exec);
+	tcase_add_test(tc, test_exec_hand_over);
+	tcase_add_test(tc, test_exec_prints_now);
+	tcase_add_test(tc, test_exec_hands_over_rule);
+	tcase_add_test(tc, test_file_adopt);
 	suite_add_tcase(s, tc);
 	return s;
 }
