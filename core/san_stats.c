@@ -47,7 +47,7 @@ enum {
  * The process's statistics. The counters live in *f: the mapped file, or san_stats_priv when
  * there is none (SANSWITCH_STATS=0 never gets this far; creation failed; or the process is
  * exiting). f stays NULL until the first tracked socket, so a program that never opens TCP
- * creates no file; it is published once with a release store and never
+ * creates no file (and prints no line); it is published once with a release store and never
  * changes afterwards (except in a fork child, which has one thread). An image that an exec
  * handed the file to takes it at load, before any thread (san_stats_take_over).
  */
@@ -1038,6 +1038,7 @@ static bool san_stats_trylock(void)
 void san_stats_exit(void)
 {
 	struct san_stats_file *f;
+	bool tracked;
 
 	if (san_core_is_sandboxed())
 		return; /* (san_core_sandboxed: no system call the filter may refuse) */
@@ -1046,7 +1047,15 @@ void san_stats_exit(void)
 		return;
 	/* From here a first count goes to private memory: no file made just to be removed. */
 	__atomic_store_n(&san_st.no_file, true, __ATOMIC_RELEASE);
-	if (san_cfg.stats == SAN_CFG_STATS_PRINT) {
+	/*
+	 * A line only from a process that had to do with TCP: it has counters (it made, accepted
+	 * or was handed a TCP socket, counted a connection, or took over the counts of the image
+	 * before its exec), or its fd table ever held a TCP socket (a fork child's holds what its
+	 * parent's held). Nothing else can have been counted: the rest print nothing.
+	 */
+	tracked = __atomic_load_n(&san_st.f, __ATOMIC_ACQUIRE) ||
+		  __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
+	if (san_cfg.stats == SAN_CFG_STATS_PRINT && tracked) {
 		/* Only the line needs the connections still open: a file about to go does not. */
 		if (san_stats_trylock()) {
 			if (!san_st.f) {

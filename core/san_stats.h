@@ -121,7 +121,10 @@ void san_stats_atfork_child(void);
  * SANSWITCH_STATS=1) and the name freed.
  */
 void san_stats_before_exec(char *const envp[]);
-/* The exit hook: count the connections still open, print the line, remove the file. */
+/*
+ * The exit hook: count the connections still open, print the line (only if the process had
+ * TCP sockets or counts: see san_stats.c), remove the file.
+ */
 void san_stats_exit(void);
 
 /* ---- counting (anywhere in core; never on a read/write fast path) --------------------- */

@@ -1,8 +1,8 @@
 #!/bin/bash
 # t_stats — SANSWITCH_STATS=1: one line per process at exit with the TCP bytes the programs really
 # moved (switched connections on the SAN, the rest on TCP, with a reason); the live file in /dev/shm; SANSWITCH_DISABLE=1 inert and
-# silent; bad SANSWITCH_* values warn once each and the program still works. Across exec (same pid)
-# an image's counts appear once.
+# silent; bad SANSWITCH_* values warn once each and the program still works. No line from a process
+# that never had a TCP socket; across exec (same pid) an image's counts appear once.
 # timeout: 180
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -98,6 +98,45 @@ while read -r p; do
 done <"$TMP/fe.pids"
 log "fork/exec: $(wc -l <"$TMP/fe.pids") processes, one line each"
 
+# ------------------------------------------------------------ no TCP socket, no line
+# A process that never had a TCP socket prints nothing: a shell and its command substitutions
+# (fork children), python3 with only a socketpair (AF_UNIX is never tracked), and $PY, which may be
+# a wrapper script (a pyenv shim: shells and their children) around python3.
+SYSPY=/usr/bin/python3
+[ -x "$SYSPY" ] || SYSPY=$PY
+rc=0
+# shellcheck disable=SC2016 # the script expands its own $(...)
+as_t pre 30 bash -c 'x=$(echo sub); y=$(cd / && ls | head -n 1); [ "$x" = sub ] && [ -n "$y" ]' \
+	>"$TMP/q.bash.out" 2>"$TMP/q.bash.err" || rc=$?
+[ "$rc" -eq 0 ] || { show "$TMP/q.bash.err"; fail "quiet: bash exited $rc"; }
+for py in "$SYSPY" "$PY"; do
+	rc=0
+	as_t pre 30 "$py" -c 'import socket
+a, b = socket.socketpair()
+a.sendall(b"x")
+assert b.recv(1) == b"x"' >>"$TMP/q.py.out" 2>>"$TMP/q.py.err" || rc=$?
+	[ "$rc" -eq 0 ] || { show "$TMP/q.py.err"; fail "quiet: $py with a socketpair exited $rc"; }
+done
+bad=
+for e in "$TMP/q.bash.err" "$TMP/q.py.err"; do
+	grep -q '^sanswitch' "$e" && show "$e" && bad="$bad $(basename -- "$e")"
+done
+[ -z "$bad" ] || fail "a process without a TCP socket printed a stats line in:$bad"
+# A python3 that opens a TCP socket and never uses it prints its line (of zeros); through $PY too,
+# and that line is the only one.
+for py in "$SYSPY" "$PY"; do
+	rc=0
+	as_t pre 30 "$py" -c 'import os, socket; s = socket.socket(); print(os.getpid())' \
+		>"$TMP/u.out" 2>"$TMP/u.err" || rc=$?
+	[ "$rc" -eq 0 ] || { show "$TMP/u.err"; fail "unused socket: $py exited $rc"; }
+	l=$(pid_line "$TMP/u.err" "$(cat "$TMP/u.out")") || exit 1
+	[ "$(field "$l" connects)" -eq 0 ] && [ "$(field "$l" fallback)" -eq 0 ] ||
+		fail "unused socket: $py counted something: $l"
+	n=$(grep -c '^sanswitch' "$TMP/u.err")
+	[ "$n" -eq 1 ] || { show "$TMP/u.err"; fail "unused socket: $n stats lines from $py, expected 1"; }
+done
+log "no TCP socket: no line (bash, socketpair); an unused TCP socket: one line"
+
 # ------------------------------------------------------------ exec: an image's counts appear once
 # stats_exec.py counts one connection to itself (connects=1 accepts=1, 10 bytes sent and 10
 # received), then execs, same pid. The counts appear once: in the next image's line when it runs
@@ -105,8 +144,6 @@ log "fork/exec: $(wc -l <"$TMP/fe.pids") processes, one line each"
 # connection of its own), else in the image's own line printed at the exec (the next program runs
 # without LD_PRELOAD; or that exec fails: the process goes on, and prints at exit only what it
 # counted since, if anything).
-SYSPY=/usr/bin/python3
-[ -x "$SYSPY" ] || SYSPY=$PY
 # exec_case NAME CASE CONNS LINES — the pid printed LINES lines, no other process any, and they add
 # up to CONNS such connections; its file is gone.
 exec_case() {

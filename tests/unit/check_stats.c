@@ -893,6 +893,34 @@ START_TEST(test_exec_prints_now)
 }
 END_TEST
 
+/*
+ * No TCP socket, no line: not at exit, not at an exec. A fork child whose table holds its
+ * parent's sockets (no counters of its own) prints one.
+ */
+START_TEST(test_quiet_without_tcp)
+{
+	char *env[] = { NULL };
+	const char *out;
+
+	san_cfg.stats = SAN_CFG_STATS_PRINT;
+	exec_env = env;
+	out = capturing(exec_hook);
+	ck_assert_str_eq(out, "");
+	out = capturing(san_stats_exit);
+	ck_assert_str_eq(out, "");
+	ck_assert_ptr_null(san_stats_path());
+	ck_assert(!exists(path_of(getpid())));
+
+	san_stats_reset(dir);
+	ck_assert_int_eq(san_fdtable_alloc(1024), 0);
+	ck_assert_int_eq(san_fd_track(900, SAN_FD_LISTENER, 0), 0);
+	out = capturing(san_stats_exit);
+	ck_assert_int_eq(count_lines(out), 1);
+	ck_assert_ptr_nonnull(strstr(out, " switched=0 fallback=0 "));
+	san_fd_clear(900);
+}
+END_TEST
+
 START_TEST(test_exec_hands_over_rule)
 {
 	/* clang-format off */
@@ -1000,6 +1028,7 @@ Suite *make_stats_suite(void)
 	tcase_add_test(tc, test_before_exec);
 	tcase_add_test(tc, test_exec_hand_over);
 	tcase_add_test(tc, test_exec_prints_now);
+	tcase_add_test(tc, test_quiet_without_tcp);
 	tcase_add_test(tc, test_exec_hands_over_rule);
 	tcase_add_test(tc, test_file_adopt);
 	suite_add_tcase(s, tc);
