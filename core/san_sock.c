@@ -1109,12 +1109,18 @@ static bool a_due(struct san_sock *s, bool send)
 		s->ex_sent = false;
 	}
 	s->bytes_due_tx = false;
+	s->due_bytes = false;
+	if (!send && s->retry_rx) {
+		s->retry_rx = false;
+		return true;
+	}
 	if (s->ex_done >= san_cfg.switch_after && s->ex_done >= s->ex_retry)
 		return true;
 	if (s->tcp_tx + s->tcp_rx < bytes)
 		return false;
 	/* a send: when it would wait (sock_send_would_wait), or after the deferral */
 	s->bytes_due_tx = send && s->tcp_tx + s->tcp_rx < bytes + SAN_SWITCH_SEND_DEFER;
+	s->due_bytes = !s->bytes_due_tx;
 	return !s->bytes_due_tx;
 }
 
@@ -1134,6 +1140,13 @@ bool san_sock_retry_later(struct san_sock *s)
 	s->attempted = false;
 	s->ex_retry = s->ex_done + 1;
 	s->retry_bytes = s->tcp_tx + s->tcp_rx + SAN_SWITCH_BYTES;
+	/*
+	 * Refused in a send due by bytes (a bulk sender): its next receive proposes again. The
+	 * reply to an upload may come whole into one receive, and 256 KiB later would then never
+	 * come (t_switch_policy "bulk": 1 connection in 8 stayed TCP on a loaded CI machine, its
+	 * first proposal refused BUSY while the server's receive was in the kernel).
+	 */
+	s->retry_rx = s->proposed_in_send;
 	san_debug("fd %d: its owner did not answer yet: proposing again later", s->fd);
 	return true;
 }
@@ -1321,6 +1334,7 @@ static void sock_before_io(struct san_sock *s, bool send)
 		}
 		if (s->late && (!a_due(s, send) || s->in_kernel))
 			return;
+		s->proposed_in_send = send && s->due_bytes;
 		a_propose_now(s, p);
 	}
 	else if (s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP &&
@@ -1344,6 +1358,7 @@ static bool sock_send_would_wait(struct san_sock *s)
 	if (s->role != SAN_UP_ROLE_A || !s->bytes_due_tx || s->attempted || s->dropped ||
 	    s->in_kernel)
 		return false;
+	s->proposed_in_send = true;
 	a_propose_now(s, san_prov_for_a(NULL));
 	return s->attempted || s->dropped; /* (else nothing changed: the call waits as it would) */
 }
