@@ -78,7 +78,15 @@ expect after0 "$CL" tcp_tx_bytes 0
 log "SANSWITCH_SWITCH_AFTER=2: two requests over TCP; =0: none"
 
 CHUNK=65536 run bulk pre pre 1048576 1
-for l in "$CL" "$SL"; do expect bulk "$l" switched "$CONNS"; done
+# Every connection switches, but a proposal refused under load (the server's receive in the
+# kernel: BUSY; no answer in 50 ms) is tried again later, and the reply may then come whole into
+# one receive: such a connection stays TCP, never proposed again (not_attempted). At most a few.
+for l in "$CL" "$SL"; do
+	sw=$(field "$l" switched)
+	na=$(tr ' ' '\n' <<<"$l" | sed -n 's/^fallback_not_attempted=//p')
+	[ "$sw" -ge $((CONNS - 2)) ] && [ $((sw + ${na:-0})) -eq "$CONNS" ] ||
+		fail "bulk: expected $CONNS switched (at most 2 left unproposed after a refusal): $l"
+done
 # due after 256 KiB (the length and 4 pieces), a send proposes only when TCP's buffer is full (the
 # handshake then overlaps a wait the kernel imposes anyway; the server reads along, so perhaps
 # never), else the receive of the reply does: the request's rest over TCP or the SAN, the reply
