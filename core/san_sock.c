@@ -1863,35 +1863,11 @@ static size_t recv_rest(int fd, struct msghdr *m, size_t done, size_t total, int
 	return r > 0 ? (size_t)r : 0;
 }
 
-/*
- * A receive on a candidate that found nothing waits for bytes without taking them: a blocking
- * recv(MSG_PEEK | MSG_TRUNC) of its own length (TCP copies nothing for MSG_TRUNC: no buffer),
- * through the caller's number. It takes nothing, so the engine may pause the reader and the
- * peer's MARK may come meanwhile, as with poll(); but it is one system call where poll() took
- * two (SO_RCVTIMEO asked first, then the poll) and the kernel's lighter wait: a server's wait for
- * its next request or the client's close, once per short connection. The kernel applies
- * SO_RCVTIMEO, SO_RCVLOWAT (the peek returns at min(low-water mark, length), as the receive
- * would) and SA_RESTART itself, as for the application's own call. Only for a call that has
- * moved nothing yet (a signal must end a MSG_WAITALL receive that has, with its count, where a
- * restarted peek would go on). 1: look again (bytes, or end of file); otherwise what the receive
- * returns: -EINTR, -EAGAIN (timed out), or the connection's error, which the peek has taken
- * from the socket.
- */
-static int wait_peek(int fd, size_t total, int flags)
-{
-	long r;
-
-	if (flags & (MSG_OOB | MSG_ERRQUEUE))
-		return -ENOSPC; /* (the caller polls instead: neither of those waits) */
-	r = san_sys_recv(fd, NULL, total, (flags & ~MSG_DONTWAIT) | MSG_PEEK | MSG_TRUNC);
-	return r >= 0 ? 1 : (int)r;
-}
-
 ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct san_sock *s;
 	size_t total = 0, done = 0;
-	bool nb, waitall, peeked = false;
+	bool nb, waitall;
 	int timeo = -2, paused_waits = 0, w, oflags;
 	uint64_t tend = 0;
 	ssize_t r = sock_io_begin(fd, m, &s, &total);
@@ -1907,7 +1883,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		struct iovec sl[64];
 		struct iovec *v = sl;
 		int cnt = (int)m->msg_iovlen, waitfd = -1;
-		bool pause_wait = false, claimed = false, tcp_wait = false;
+		bool pause_wait = false, claimed = false;
 
 		pthread_mutex_lock(&s->lock);
 		sock_before_io(s, false);
@@ -1990,7 +1966,6 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			}
 			m->msg_flags = mh.msg_flags;
 			waitfd = s->tcp;
-			tcp_wait = s->rx == SK_RX_TCP && !s->committed;
 			break;
 		}
 		case SK_RX_SAN:
@@ -2069,17 +2044,6 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		}
 		if (nb)
 			break;
-		if (tcp_wait && !done && timeo == -2 && !peeked) {
-			/* (one peek per call: a later wait polls, with what is left of the timeout) */
-			peeked = true;
-			w = wait_peek(fd, total, flags);
-			if (w == 1)
-				continue;
-			if (w != -ENOSPC) {
-				r = w;
-				break;
-			}
-		}
 		w = wait_fd(s, waitfd, POLLIN,
 			    claimed ? -1 : sock_timeo_left(s, SO_RCVTIMEO, &timeo, &tend));
 		if (w == WAIT_RESTART && done)
