@@ -61,13 +61,18 @@ __asm__(".text\n"
  * the same way. With CLONE_VFORK the parent resumes only once the child has
  * exec'd or exited; a child without it may live on, and the count stays
  * raised for good (every owner check then asks the kernel: right, and slower).
- * The optional arguments are passed on as they came: libc reads only those
- * its flags ask for.
+ * A clone() without CLONE_VM is a fork that runs no fork handlers (so is
+ * _Fork(), below): its child's table still names the parent as owner, so the
+ * count is raised across the call and lowered in the parent only; the child
+ * keeps its raised copy, asks the kernel, and finds it does not own the table,
+ * as before the count existed. The optional arguments are passed on as they
+ * came: libc reads only those its flags ask for.
  */
 SAN_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 {
 	__typeof__(san_real.clone) real = SAN_REAL(clone);
-	bool shared = (flags & CLONE_VM) && !(flags & CLONE_THREAD);
+	bool counted = !(flags & CLONE_THREAD);
+	bool lives_on = (flags & CLONE_VM) && !(flags & CLONE_VFORK);
 	pid_t *ptid, *ctid;
 	void *tls;
 	va_list ap;
@@ -80,10 +85,25 @@ SAN_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 	tls = va_arg(ap, void *);
 	ctid = va_arg(ap, pid_t *);
 	va_end(ap);
-	if (shared)
+	if (counted)
 		__atomic_add_fetch(&san_shared_children, 1, __ATOMIC_SEQ_CST);
 	r = real(fn, stack, flags, arg, ptid, tls, ctid);
-	if (shared && (r < 0 || (flags & CLONE_VFORK)))
+	if (counted && (r < 0 || !lives_on))
+		__atomic_sub_fetch(&san_shared_children, 1, __ATOMIC_SEQ_CST);
+	return r;
+}
+
+/* _Fork(): fork() without the fork handlers; counted as clone() without CLONE_VM, above. */
+SAN_EXPORT pid_t _Fork(void)
+{
+	__typeof__(san_real._Fork) real = SAN_REAL(_Fork);
+	pid_t r;
+
+	if (unlikely(!real))
+		return san_enosys();
+	__atomic_add_fetch(&san_shared_children, 1, __ATOMIC_SEQ_CST);
+	r = real();
+	if (r != 0) /* the parent, or a failure: the child keeps its raised copy */
 		__atomic_sub_fetch(&san_shared_children, 1, __ATOMIC_SEQ_CST);
 	return r;
 }

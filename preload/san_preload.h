@@ -134,6 +134,7 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 	  (int, struct epoll_event *, int, const struct timespec *, const sigset_t *), false)      \
 	X(fork, pid_t, (void), true)                                                               \
 	X(clone, int, (int (*)(void *), void *, int, void *, ...), false)                          \
+	X(_Fork, pid_t, (void), false)                                                             \
 	X(execve, int, (const char *, char *const[], char *const[]), true)                         \
 	X(execv, int, (const char *, char *const[]), true)                                         \
 	X(execvp, int, (const char *, char *const[]), true)                                        \

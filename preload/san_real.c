@@ -26,6 +26,8 @@ static const struct san_real_sym san_real_syms[] = {
 static void san_real_atfork_child(void)
 {
 	san_fdtable_set_owner((int)syscall(SYS_getpid));
+	/* a vfork child another thread had running is the parent's, not ours (san_fdtable.c) */
+	__atomic_store_n(&san_shared_children, 0, __ATOMIC_RELAXED);
 }
 
 static pthread_once_t san_real_once = PTHREAD_ONCE_INIT;

@@ -37,6 +37,22 @@ for fd in $fds; do
 done
 log "vfork: parent $pid untracked its own fds $fds at close"
 
+# --- (a2) a fork without fork handlers (_Fork(), glibc 2.34+) whose child closes a switched
+# connection: its copy of the library still names the parent as owner, and the close must not end
+# the parent's connection (before the count covered _Fork, the child's close said DISCONNECT in
+# the rings it shares with the parent, and the parent's next receive read end-of-file).
+rc=0
+SANSWITCH_STATS=1 as_t pre 30 "$SYSPY" "$E2E_DIR/fork_nohandlers.py" >"$TMP/_fork.out" 2>"$TMP/_fork.err" || rc=$?
+no_preload_errors "$TMP/_fork.err"
+[ "$rc" -eq 0 ] || { show "$TMP/_fork.out" "$TMP/_fork.err"; fail "_Fork: python exited $rc"; }
+case $(cat "$TMP/_fork.out") in
+skip) ;;
+ok)
+	grep -q "switched=1 " "$TMP/_fork.err" || { show "$TMP/_fork.err"; fail "_Fork: the connection did not switch"; }
+	log "_Fork: the child's close of a switched connection left the parent's running" ;;
+*) show "$TMP/_fork.out" "$TMP/_fork.err"; fail "_Fork: the parent's connection broke after the child's close" ;;
+esac
+
 # --- (b) fclose() of an fdopen()ed socket, then a pipe (likely on the same number) and its close.
 rc=0
 SANSWITCH_LOG=debug as_t pre 30 "$FDOPS" >"$TMP/fdops.out" 2>"$TMP/fdops.err" || rc=$?
