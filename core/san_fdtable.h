@@ -80,9 +80,10 @@ bool san_fdtable_owned(void);
 /*
  * Children that share our memory and are not our threads (vfork(), clone(CLONE_VM)) started and
  * not yet known to be gone: raised before such a child exists, lowered by the parent once it
- * runs again (vfork) and never for a CLONE_VM child that lives on. Only where the preload counts
- * them (SAN_SHARED_CHILDREN_COUNTED: its vfork() and clone() wrappers, preload/san_exec.c) may
- * san_fdtable_owned() trust a 0 without asking the kernel for our pid.
+ * runs again (vfork) and never for a CLONE_VM child that lives on. A fork that runs no fork
+ * handlers (_Fork(), clone() without CLONE_VM) leaves it raised in its child only. Only where the
+ * preload counts them (SAN_SHARED_CHILDREN_COUNTED: its vfork(), clone() and _Fork() wrappers,
+ * preload/san_exec.c) may san_fdtable_owned() trust a 0 without asking the kernel for our pid.
  */
 extern int san_shared_children __attribute__((visibility("hidden")));
 #if defined(__x86_64__)

@@ -1109,7 +1109,7 @@ static bool a_due(struct san_sock *s, bool send)
 		s->ex_sent = false;
 	}
 	s->bytes_due_tx = false;
-	s->due_bytes = false;
+	s->proposed_in_send = false;
 	if (!send && s->retry_rx) {
 		s->retry_rx = false;
 		return true;
@@ -1120,7 +1120,7 @@ static bool a_due(struct san_sock *s, bool send)
 		return false;
 	/* a send: when it would wait (sock_send_would_wait), or after the deferral */
 	s->bytes_due_tx = send && s->tcp_tx + s->tcp_rx < bytes + SAN_SWITCH_SEND_DEFER;
-	s->due_bytes = !s->bytes_due_tx;
+	s->proposed_in_send = send && !s->bytes_due_tx; /* (the proposal that follows, if any) */
 	return !s->bytes_due_tx;
 }
 
@@ -1334,7 +1334,6 @@ static void sock_before_io(struct san_sock *s, bool send)
 		}
 		if (s->late && (!a_due(s, send) || s->in_kernel))
 			return;
-		s->proposed_in_send = send && s->due_bytes;
 		a_propose_now(s, p);
 	}
 	else if (s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP &&

@@ -86,8 +86,7 @@ struct san_sock {
 	uint32_t in_kernel;   /* calls in the kernel on the TCP socket (sock_direct), A or B */
 	uint32_t ex_retry;    /* A: ... the next one not before this exchange */
 	uint64_t retry_bytes; /* A: ... or these bytes over TCP */
-	bool due_bytes;	      /* A: a_due said due by bytes */
-	bool proposed_in_send; /* A: its last proposal went from a send due by bytes */
+	bool proposed_in_send; /* A: due by bytes in a send (a_due, sock_send_would_wait) */
 	bool retry_rx;	      /* A: refused in a send: due again at its next receive */
 	bool touched;	      /* B: this process made a data call or a wait on it (san_sock_touch) */
 	bool forked;	      /* a fork() copied it: another process may hold it too */
