@@ -28,7 +28,7 @@ DESTDIR  ?=
 # SANITIZE=address, undefined or address,undefined: the library, the unit runner and the tools
 # are built with those sanitizers into a build directory of their own, never mixed with build/.
 # A UBSan finding aborts (-fno-sanitize-recover=all), so it fails the test that hit it. The tests
-# find the sanitizer from the library they are given (tests/sanitize.sh; README "Sanitizers").
+# find the sanitizer from the library they are given (tests/sanitize.sh; docs/testing.md, "Sanitizers").
 SANITIZE ?=
 ifeq ($(SANITIZE),)
 B        := build

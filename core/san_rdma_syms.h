@@ -8,7 +8,7 @@
 /*
  * libsanswitch.so does not link rdma-core: a process that never needs the verbs provider, or
  * runs on a host without an RDMA device, never maps libibverbs, librdmacm or their dependencies
- * (about 0.3 ms of every preloaded process's start: README, "Start-up"). The verbs transport
+ * (about 0.3 ms of every preloaded process's start: docs/behaviour.md, "Start-up"). The verbs transport
  * (core/san_verbs.c) calls every exported rdma-core function through san_rdma, which
  * san_rdma_load() fills by dlopen + dlvsym at the first listener, connect or port query. The
  * functions that <infiniband/verbs.h> defines inline (ibv_post_send, ibv_post_recv,

@@ -1,4 +1,4 @@
-# tests/sanitize.sh — what a sanitized build (make SANITIZE=...: README "Sanitizers") needs from
+# tests/sanitize.sh — what a sanitized build (make SANITIZE=...: docs/testing.md, "Sanitizers") needs from
 # the test drivers. Sourced by tests/run, tests/e2e/run and tests/e2e/lib.sh.
 # shellcheck shell=bash
 #
