@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""edge_rcvlowat.py N WHO — SO_RCVLOWAT around the switch-over (t_edge_rcvlowat.sh).
+"""edge_rcvlowat.py N WHO [MODE] — SO_RCVLOWAT around the switch-over (t_edge_rcvlowat.sh).
 
 One process forks: the child listens on 127.0.0.1 and serves N connections one after the other,
 the parent connects N times. Each connection makes 20 exchanges of a 100-byte request and a
@@ -8,12 +8,19 @@ the test). WHO sets SO_RCVLOWAT=100 before the first exchange: server, client or
 both set 100 after the fifth exchange (after a switch under the suite's default policy). Each
 side reads SO_RCVLOWAT back after the last exchange and prints it: the value the application set,
 as the kernel keeps it. Output: one line per connection and side, "# pid P" per process.
+MODE "timeout" (the default): Python's settimeout, which makes the socket nonblocking and waits in
+poll(); "block": the socket stays blocking and the kernel's own SO_RCVTIMEO (5 s) bounds each
+receive, so a receive sleeps in the receive call itself, where a low-water mark above the peer's
+16-byte MARK could keep it asleep through a switch-over (a timeout is reported, as EAGAIN).
 """
 import os
 import socket
 import sys
 
+import struct
+
 N, WHO = int(sys.argv[1]), sys.argv[2]
+MODE = sys.argv[3] if len(sys.argv) > 3 else "timeout"
 K, SIZE, LOWAT = 20, 100, 100
 
 
@@ -33,7 +40,10 @@ def lowat(c, side, k):
 
 
 def talk(c, side, i):
-    c.settimeout(5)
+    if MODE == "block":
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 5, 0))
+    else:
+        c.settimeout(5)
     try:
         for k in range(K):
             lowat(c, side, k)
