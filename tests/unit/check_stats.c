@@ -75,7 +75,7 @@ static bool is_token(const char *s)
 
 START_TEST(test_reason_table)
 {
-	static const unsigned int unknown[] = { SAN_R_MAX + 1, 31, 35, 46, 48, 1000, 65535 };
+	static const unsigned int unknown[] = { SAN_R_MAX + 1, 31, 36, 46, 48, 1000, 65535 };
 	const char *names[SAN_FB_SLOTS];
 	unsigned int r, i, n = 0;
 
@@ -93,9 +93,11 @@ START_TEST(test_reason_table)
 	ck_assert_str_eq(san_fb_name(SAN_FB_NOT_ATTEMPTED), "not_attempted");
 	ck_assert_str_eq(san_fb_name(SAN_FB_NO_PEER), "no_peer");
 	ck_assert_str_eq(san_fb_name(SAN_FB_NO_PROVIDER), "no_provider");
+	ck_assert_str_eq(san_fb_name(SAN_FB_CONF), "conf");
 	names[n++] = san_fb_name(SAN_FB_NOT_ATTEMPTED);
 	names[n++] = san_fb_name(SAN_FB_NO_PEER);
 	names[n++] = san_fb_name(SAN_FB_NO_PROVIDER);
+	names[n++] = san_fb_name(SAN_FB_CONF);
 	ck_assert_uint_eq(san_fb_slot(SAN_FB_NO_PEER), SAN_FB_NO_PEER);
 	/* Values without a name all land in the one "unknown" slot. */
 	for (i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
