@@ -69,7 +69,13 @@ static const char *const conf_option_names[] = {
 	"provider", "inline_max", "spin_us", "log_level", "log_file",
 };
 
+/* In the order of the SAN_CONF_HAS_* bits: option i sets bit 1 << i. */
 #define CONF_OPTIONS_LIST "provider, inline_max, spin_us, log_level, log_file"
+
+_Static_assert(sizeof(conf_option_names) / sizeof(conf_option_names[0]) == 5 &&
+		       SAN_CONF_HAS_LOG_FILE == 1u << 4,
+	       "an option needs its name here, its SAN_CONF_HAS_ bit in order, and a case in "
+	       "conf_option()");
 
 static int conf_option(struct san_conf *c, const struct conf_line *l, unsigned int opt,
 		       unsigned int line, struct san_conf_error *err)
@@ -348,10 +354,11 @@ enum san_conf_action san_conf_decide(const struct san_conf *c, enum san_conf_rol
 /* The process's file: written once by san_conf_init, read-only afterwards (no lock). */
 static struct san_conf conf_proc;
 
-int san_conf_read(const char *path, bool quiet_missing, char *buf, size_t cap, size_t *len,
+int san_conf_read(const char *path, bool quiet_missing, size_t cap, char **bufp, size_t *len,
 		  struct san_conf_error *err)
 {
 	struct stat st;
+	char *buf = NULL;
 	size_t got = 0;
 	long fd, r;
 
@@ -369,6 +376,9 @@ int san_conf_read(const char *path, bool quiet_missing, char *buf, size_t cap, s
 		r = -EINVAL;
 	else if (r == 0 && (uint64_t)st.st_size > cap)
 		r = -EFBIG;
+	/* (only now: a program without a file allocates nothing) */
+	else if (r == 0 && !(buf = malloc(cap ? cap : 1)))
+		r = -ENOMEM;
 	while (r == 0 && got < cap) {
 		long n = SAN_SYS(SYS_read, fd, buf + got, (long)(cap - got));
 
@@ -392,10 +402,15 @@ int san_conf_read(const char *path, bool quiet_missing, char *buf, size_t cap, s
 		conf_fail(err, 0, "not a regular file");
 	else if (r == -EFBIG)
 		conf_fail(err, 0, "larger than %zu bytes", cap);
+	else if (r == -ENOMEM)
+		conf_fail(err, 0, "no memory to read it");
 	else if (r < 0)
 		conf_fail(err, 0, "cannot read: %s", strerror((int)-r));
-	if (r < 0)
+	if (r < 0) {
+		free(buf);
 		return (int)r;
+	}
+	*bufp = buf;
 	*len = got;
 	return 0;
 }
@@ -422,23 +437,22 @@ void san_conf_init(struct san_config *base)
 	struct san_conf_error err;
 	char exe[256];
 	size_t len = 0;
-	char *buf;
+	char *buf = NULL;
 	int r;
 
-	memset(&conf_proc, 0, sizeof(conf_proc));
+	/* (once per process, from zero: only the unit tests come again; a program without a
+	 * file leaves the 12 KiB of rules untouched) */
+	if (conf_proc.has || conf_proc.nrules)
+		memset(&conf_proc, 0, sizeof(conf_proc));
 	if (path && (!*path || !strcmp(path, "none")))
 		return;
 	if (!path)
 		path = SAN_CONF_DEFAULT_PATH;
-	buf = malloc(SAN_CONF_FILE_MAX);
-	if (!buf) {
-		san_warn("%s: no memory to read it; the file is ignored", path);
-		return;
-	}
-	r = san_conf_read(path, dflt, buf, SAN_CONF_FILE_MAX, &len, &err);
-	if (!r)
+	r = san_conf_read(path, dflt, SAN_CONF_FILE_MAX, &buf, &len, &err);
+	if (!r) {
 		r = san_conf_parse(buf, len, &conf_proc, &err);
-	free(buf);
+		free(buf);
+	}
 	if (r) {
 		memset(&conf_proc, 0, sizeof(conf_proc));
 		if (r == -ENOENT && !err.msg[0])

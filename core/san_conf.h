@@ -95,11 +95,12 @@ enum san_conf_action san_conf_decide(const struct san_conf *c, enum san_conf_rol
 				     const struct san_addr *a);
 
 /*
- * The loader's parts, for the unit tests: read @path whole into @buf (at most @cap bytes: a
- * larger file is an error). 0 and *len; -ENOENT quietly when the file is missing and @quiet_missing;
- * other -errno with @err filled.
+ * The loader's reader, for the unit tests: @path whole, into a buffer of its own (*buf, to
+ * free(), allocated only once the file is open: @cap bytes, the most it may hold). 0 with *buf
+ * and *len; -ENOENT quietly (@err's message empty) when the file is missing and
+ * @quiet_missing; any other -errno with @err saying what is wrong (line 0: the whole file).
  */
-int san_conf_read(const char *path, bool quiet_missing, char *buf, size_t cap, size_t *len,
+int san_conf_read(const char *path, bool quiet_missing, size_t cap, char **buf, size_t *len,
 		  struct san_conf_error *err);
 
 /*

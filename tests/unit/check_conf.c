@@ -374,21 +374,36 @@ static void write_text(const char *text)
 
 static char filebuf[SAN_CONF_FILE_MAX + 1];
 
+/* san_conf_read(), its text copied into filebuf; on an error it must leave the buffer alone */
+static int read_file(const char *p, bool quiet, size_t *len)
+{
+	char *buf = (char *)&buf;
+	int r = san_conf_read(p, quiet, SAN_CONF_FILE_MAX, &buf, len, &err);
+
+	if (r) {
+		ck_assert_ptr_eq(buf, (char *)&buf); /* untouched */
+		return r;
+	}
+	memcpy(filebuf, buf, *len);
+	free(buf);
+	return 0;
+}
+
 START_TEST(test_read)
 {
 	size_t len = 0;
 
 	write_text("provider shm\n");
-	ck_assert_int_eq(san_conf_read(path, false, filebuf, SAN_CONF_FILE_MAX, &len, &err), 0);
+	ck_assert_int_eq(read_file(path, false, &len), 0);
 	ck_assert_uint_eq(len, 13);
 	ck_assert_mem_eq(filebuf, "provider shm\n", 13);
 	/* exactly the limit: read; one byte more: refused */
 	memset(filebuf, '\n', sizeof(filebuf));
 	write_file(filebuf, SAN_CONF_FILE_MAX);
-	ck_assert_int_eq(san_conf_read(path, false, filebuf, SAN_CONF_FILE_MAX, &len, &err), 0);
+	ck_assert_int_eq(read_file(path, false, &len), 0);
 	ck_assert_uint_eq(len, SAN_CONF_FILE_MAX);
 	write_file(filebuf, SAN_CONF_FILE_MAX + 1);
-	ck_assert_int_eq(san_conf_read(path, false, filebuf, SAN_CONF_FILE_MAX, &len, &err),
+	ck_assert_int_eq(read_file(path, false, &len),
 			 -EFBIG);
 	ck_assert_uint_eq(err.line, 0);
 	ck_assert_str_eq(err.msg, "larger than 65536 bytes");
@@ -401,25 +416,25 @@ START_TEST(test_read_missing_unreadable)
 	size_t len = 0;
 
 	/* the default file missing: quiet; a file named by SANSWITCH_CONF missing: an error */
-	ck_assert_int_eq(san_conf_read(path, true, filebuf, SAN_CONF_FILE_MAX, &len, &err), -ENOENT);
+	ck_assert_int_eq(read_file(path, true, &len), -ENOENT);
 	ck_assert_str_eq(err.msg, "");
-	ck_assert_int_eq(san_conf_read(path, false, filebuf, SAN_CONF_FILE_MAX, &len, &err),
+	ck_assert_int_eq(read_file(path, false, &len),
 			 -ENOENT);
 	ck_assert_str_eq(err.msg, "cannot open: No such file or directory");
 	/* a directory (open works, read would not) */
-	ck_assert_int_eq(san_conf_read(dir, true, filebuf, SAN_CONF_FILE_MAX, &len, &err), -EINVAL);
+	ck_assert_int_eq(read_file(dir, true, &len), -EINVAL);
 	ck_assert_str_eq(err.msg, "not a regular file");
 	/* a FIFO with no writer: refused at once, not waited on */
 	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
 	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
-	ck_assert_int_eq(san_conf_read(fifo, false, filebuf, SAN_CONF_FILE_MAX, &len, &err),
+	ck_assert_int_eq(read_file(fifo, false, &len),
 			 -EINVAL);
 	ck_assert_str_eq(err.msg, "not a regular file");
 	/* no permission (as root, permissions do not stop a read: nothing to test then) */
 	write_text("provider shm\n");
 	chmod(path, 0);
 	if (geteuid() != 0) {
-		ck_assert_int_eq(san_conf_read(path, true, filebuf, SAN_CONF_FILE_MAX, &len, &err),
+		ck_assert_int_eq(read_file(path, true, &len),
 				 -EACCES);
 		ck_assert_str_eq(err.msg, "cannot open: Permission denied");
 	}
