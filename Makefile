@@ -151,10 +151,11 @@ bench: deps
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR)/sanswitch $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man7 \
-	           $(DESTDIR)$(MANDIR)/man1
+	           $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
 	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/sanswitch/libsanswitch.so
 	install -m 0755 $(B)/sanverify $(DESTDIR)$(BINDIR)/
 	install -m 0644 man/*.7 $(DESTDIR)$(MANDIR)/man7/
+	install -m 0644 man/*.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
 
 uninstall:
@@ -162,6 +163,7 @@ uninstall:
 	-rmdir $(DESTDIR)$(LIBDIR)/sanswitch 2>/dev/null
 	rm -f $(DESTDIR)$(BINDIR)/sanverify
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(wildcard man/*.7)))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard man/*.1)))
 
 format:

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/san_conf.h"
 #include "core/san_config.h"
 #include "core/san_log.h"
 
@@ -262,12 +263,18 @@ static void san_config_reject(int err, const char *name, const char *value, cons
 
 int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx)
 {
+	return san_config_load_over(cfg, &san_config_defaults, get, ctx);
+}
+
+int san_config_load_over(struct san_config *cfg, const struct san_config *base,
+			 san_config_getenv_fn get, void *ctx)
+{
 	char dflt[32];
 	const char *s;
 	int bad = 0;
 	int err;
 
-	*cfg = san_config_defaults;
+	*cfg = *base;
 
 	if ((s = san_config_get(get, ctx, "SANSWITCH_DISABLE"))) {
 		err = san_config_parse_bool(s, &cfg->disable);
@@ -286,14 +293,14 @@ int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx)
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_INLINE_MAX")) &&
 	    (err = san_config_parse_size(s, SAN_CFG_INLINE_MAX_LIMIT, &cfg->inline_max))) {
-		snprintf(dflt, sizeof(dflt), "%u", SAN_CFG_INLINE_MAX_DEFAULT);
+		snprintf(dflt, sizeof(dflt), "%u", base->inline_max);
 		san_config_reject(err, "SANSWITCH_INLINE_MAX", s,
 				  "0..1M bytes, optional K or M suffix", dflt);
 		bad++;
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_SPIN_US")) &&
 	    (err = san_config_parse_uint(s, SAN_CFG_SPIN_US_LIMIT, &cfg->spin_us))) {
-		snprintf(dflt, sizeof(dflt), "%u", SAN_CFG_SPIN_US_DEFAULT);
+		snprintf(dflt, sizeof(dflt), "%u", base->spin_us);
 		san_config_reject(err, "SANSWITCH_SPIN_US", s, "0..1000000 microseconds", dflt);
 		bad++;
 	}
@@ -331,7 +338,8 @@ int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx)
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_PROVIDER")) &&
 	    (err = san_config_parse_provider(s, &cfg->provider))) {
-		san_config_reject(err, "SANSWITCH_PROVIDER", s, "auto|shm|verbs|none", "auto");
+		san_config_reject(err, "SANSWITCH_PROVIDER", s, "auto|shm|verbs|none",
+				  san_cfg_provider_name(base->provider));
 		bad++;
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_STATS")) &&
@@ -354,6 +362,7 @@ void san_config_init(void)
 	const char *s = getenv("SANSWITCH_DISABLE");
 	bool off = false;
 	char ahead[16], area[16];
+	struct san_config base = san_config_defaults;
 
 	/*
 	 * Disabled means inert and silent: decided before SANSWITCH_LOG is even read, so that not
@@ -367,7 +376,9 @@ void san_config_init(void)
 		return;
 	}
 	san_log_init();
-	san_config_load(&san_cfg, san_config_env, NULL);
+	/* the file's options first: the environment overrides them */
+	san_conf_init(&base);
+	san_config_load_over(&san_cfg, &base, san_config_env, NULL);
 	if (san_cfg.faults) {
 		char list[128] = "";
 		int f;

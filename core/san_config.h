@@ -116,8 +116,17 @@ typedef const char *(*san_config_getenv_fn)(const char *name, void *ctx);
 int san_config_load(struct san_config *cfg, san_config_getenv_fn get, void *ctx);
 
 /*
- * The library's one-time init: san_cfg from the environment, and the log level (SANSWITCH_LOG,
- * core/san_log.c), silenced entirely when the library is disabled.
+ * The same over @base instead of the defaults (the options of /etc/sanswitch.conf: san_conf.h):
+ * a variable that is unset, empty or rejected leaves the field as @base has it.
+ */
+int san_config_load_over(struct san_config *cfg, const struct san_config *base,
+			 san_config_getenv_fn get, void *ctx);
+
+/*
+ * The library's one-time init: san_cfg from the configuration file (SANSWITCH_CONF or
+ * /etc/sanswitch.conf, core/san_conf.c) and the environment over it, and the log level
+ * (SANSWITCH_LOG, core/san_log.c, else the file's), silenced entirely when the library is
+ * disabled (the file is not even read then).
  */
 void san_config_init(void);
 

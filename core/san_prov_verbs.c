@@ -2113,6 +2113,8 @@ static void b_try(struct v_req *q)
 		b_reject(q->rq, SAN_R_NOT_OWNER);
 	else if (held || (!s->touched && s->forked))
 		b_reject(q->rq, held == -EBUSY ? SAN_R_BUSY : SAN_R_NOT_OWNER);
+	else if (san_sock_conf_refuses(s, &t.local))
+		b_reject(q->rq, SAN_R_POLICY);
 	else
 		b_accept(q->vl, q->rq, &q->pp, s, gen);
 	san_sock_put(s);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/san_conf.h"
 #include "core/san_config.h"
 #include "core/san_core.h"
 #include "core/san_fdtable.h"
@@ -426,10 +427,21 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 	struct san_sock *s;
 
 	if (f && san_fd_state(f) == SAN_FD_ACTIVE && !(san_fd_flags(f) & SAN_FDF_DUP)) {
+		struct san_addr peer;
+		bool to_known = san_owner_addr(to, len, &peer) == 0;
+
+		/* the configuration's rules, once per connection: a "tcp" one makes no candidate */
+		if (to_known && san_conf_tcp(SAN_CONF_CLIENT, &peer)) {
+			san_debug("fd %d: stays on TCP (a rule of the configuration file)", fd);
+			san_sock_drop_fd(fd, true, SAN_FB_CONF);
+			return;
+		}
 		if (!(s = sock_alloc(fd, SAN_UP_ROLE_A)))
 			return;
 		/* the peer's address as given: a loopback peer needs no getsockname/getpeername */
-		s->to_known = san_owner_addr(to, len, &s->tuple.peer) == 0;
+		s->to_known = to_known;
+		if (to_known)
+			s->tuple.peer = peer;
 		sock_register(s);
 	} else {
 		san_sock_drop_fd(fd, true, SAN_R_STATE);
@@ -536,6 +548,19 @@ void san_sock_drop(struct san_sock *s, unsigned int reason)
 		s->refs--;
 		pthread_mutex_unlock(&reg_lock);
 	}
+}
+
+bool san_sock_conf_refuses(struct san_sock *s, const struct san_addr *local)
+{
+	if (!san_conf_tcp(SAN_CONF_SERVER, local))
+		return false;
+	pthread_mutex_lock(&s->lock);
+	if (!s->dropped && !s->attempted && !s->committed) {
+		san_debug("fd %d: stays on TCP (a rule of the configuration file)", s->fd);
+		san_sock_drop(s, SAN_FB_CONF);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return true;
 }
 
 /*

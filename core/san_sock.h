@@ -256,6 +256,13 @@ void san_sock_on_pass(int fd);
 void san_sock_on_bufsize(int fd, bool snd);
 /* Called by preload/ once the real call succeeded. */
 void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len);
+
+/*
+ * B, at a PROPOSE for @s, which names our end @local: if a rule of the configuration file says
+ * "tcp" for a server there, the connection stays TCP (fallback reason conf) and the caller
+ * REJECTs with SAN_R_POLICY. Lock not held. (A client's rule is applied at its connect().)
+ */
+bool san_sock_conf_refuses(struct san_sock *s, const struct san_addr *local);
 void san_sock_on_accept(int lfd, int fd);
 void san_sock_on_listen(int fd);
 /* A TCP connection inherited through exec, named by fds[0..n) (sorted): a B candidate. */

@@ -121,6 +121,7 @@ static const char *const san_fb_names[SAN_FB_SLOTS] = {
 	[SAN_FB_NOT_ATTEMPTED] = "not_attempted",
 	[SAN_FB_NO_PEER] = "no_peer",
 	[SAN_FB_NO_PROVIDER] = "no_provider",
+	[SAN_FB_CONF] = "conf",
 	[SAN_FB_UNKNOWN] = "unknown",
 };
 

@@ -53,6 +53,7 @@ enum san_fb_reason {
 	SAN_FB_NOT_ATTEMPTED = SAN_FB_LOCAL, /* ended before an upgrade was tried (today: all) */
 	SAN_FB_NO_PEER = 33,		     /* no switch answered at the other end */
 	SAN_FB_NO_PROVIDER = 34,	     /* no provider can reach the peer (policy, device) */
+	SAN_FB_CONF = 35,		     /* a "tcp" rule of /etc/sanswitch.conf (san_conf.h) */
 	SAN_FB_UNKNOWN = 47,		     /* a reason value this build has no name for */
 	SAN_FB_SLOTS = 48,
 };

@@ -476,6 +476,8 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	if (!s)
 		return SAN_R_NOT_OWNER;
 	c->s = s;
+	if (san_sock_conf_refuses(s, &t.local))
+		return SAN_R_POLICY;
 	gen = san_sock_fork_gen();
 	pthread_mutex_lock(&s->lock);
 	ok = !s->in_kernel;

@@ -16,6 +16,8 @@ while IFS= read -r _v; do
 	[ "$_v" = SANSWITCH_BUILD ] || unset "$_v"
 done < <(compgen -e | grep '^SANSWITCH_')
 unset _v
+# Nor may the machine's /etc/sanswitch.conf: no file, unless a test names one (t_conf).
+export SANSWITCH_CONF=none
 # Most tests examine switched connections, and theirs are short (one request, one reply, or one
 # stream): they switch in their first data call, as SANSWITCH_SWITCH_AFTER=0 makes them. The
 # tests of the default policy (switch once a connection has shown it lives: t_shape_*,

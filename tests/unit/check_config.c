@@ -10,6 +10,7 @@
 #include "core/san_config.h"
 #include "core/san_log.h"
 #include "tests/unit/suites.h"
+#include "tests/unit/unit_stderr.h"
 
 /* An environment: NULL-terminated name/value pairs. */
 struct env {
@@ -392,40 +393,27 @@ END_TEST
 
 /* ---- the warning ----------------------------------------------------------------- */
 
-/* Run san_config_load() with stderr going to a file; returns what was written. */
-static char *load_capturing(struct env *e, int *bad)
+/* Run san_config_load() on load_env at warning level; returns what it printed. */
+static struct env *load_env;
+static int load_bad;
+
+static void load_warning(void)
 {
-	static char buf[4096];
-	char path[] = "/tmp/check_config.XXXXXX";
-	int fd = mkstemp(path), saved = dup(2);
-	ssize_t n;
+	struct san_config c;
 
-	ck_assert_int_ge(fd, 0);
-	unlink(path);
-	ck_assert_int_ge(saved, 0);
-	ck_assert_int_eq(dup2(fd, 2), 2);
 	san_log_level = SAN_LOG_WARN;
-	{
-		struct san_config c;
-
-		*bad = san_config_load(&c, env_get, e);
-	}
+	load_bad = san_config_load(&c, env_get, load_env);
 	san_log_level = SAN_LOG_ERROR;
-	dup2(saved, 2);
-	close(saved);
-	n = pread(fd, buf, sizeof(buf) - 1, 0);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	return buf;
 }
 
-static int count_lines(const char *s)
+static char *load_capturing(struct env *e, int *bad)
 {
-	int n = 0;
+	char *out;
 
-	for (; *s; s++)
-		n += *s == '\n';
-	return n;
+	load_env = e;
+	out = unit_stderr_of(load_warning);
+	*bad = load_bad;
+	return out;
 }
 
 START_TEST(test_warning_text)
@@ -438,14 +426,14 @@ START_TEST(test_warning_text)
 
 	out = load_capturing(&e, &bad);
 	ck_assert_int_eq(bad, 1);
-	ck_assert_int_eq(count_lines(out), 1);
+	ck_assert_int_eq(unit_count_lines(out), 1);
 	ck_assert_ptr_nonnull(strstr(out, "warn: SANSWITCH_BULK=bogus not understood"));
 	ck_assert_ptr_nonnull(strstr(out, "auto|read|grant|inline"));
 	ck_assert_ptr_nonnull(strstr(out, "using auto\n"));
 
 	out = load_capturing(&f, &bad);
 	ck_assert_int_eq(bad, 2);
-	ck_assert_int_eq(count_lines(out), 2);
+	ck_assert_int_eq(unit_count_lines(out), 2);
 	ck_assert_ptr_nonnull(strstr(out, "SANSWITCH_SPIN_US=2000000 out of range"));
 	ck_assert_ptr_nonnull(strstr(out, "0..1000000"));
 	ck_assert_ptr_nonnull(strstr(out, "using 50\n"));

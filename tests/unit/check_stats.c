@@ -17,6 +17,7 @@
 #include "core/san_log.h"
 #include "core/san_stats.h"
 #include "tests/unit/suites.h"
+#include "tests/unit/unit_stderr.h"
 
 /* ---- fixture: a private directory for the stats files, fresh counters ------- */
 
@@ -74,7 +75,7 @@ static bool is_token(const char *s)
 
 START_TEST(test_reason_table)
 {
-	static const unsigned int unknown[] = { SAN_R_MAX + 1, 31, 35, 46, 48, 1000, 65535 };
+	static const unsigned int unknown[] = { SAN_R_MAX + 1, 31, 36, 46, 48, 1000, 65535 };
 	const char *names[SAN_FB_SLOTS];
 	unsigned int r, i, n = 0;
 
@@ -92,9 +93,11 @@ START_TEST(test_reason_table)
 	ck_assert_str_eq(san_fb_name(SAN_FB_NOT_ATTEMPTED), "not_attempted");
 	ck_assert_str_eq(san_fb_name(SAN_FB_NO_PEER), "no_peer");
 	ck_assert_str_eq(san_fb_name(SAN_FB_NO_PROVIDER), "no_provider");
+	ck_assert_str_eq(san_fb_name(SAN_FB_CONF), "conf");
 	names[n++] = san_fb_name(SAN_FB_NOT_ATTEMPTED);
 	names[n++] = san_fb_name(SAN_FB_NO_PEER);
 	names[n++] = san_fb_name(SAN_FB_NO_PROVIDER);
+	names[n++] = san_fb_name(SAN_FB_CONF);
 	ck_assert_uint_eq(san_fb_slot(SAN_FB_NO_PEER), SAN_FB_NO_PEER);
 	/* Values without a name all land in the one "unknown" slot. */
 	for (i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
@@ -619,35 +622,6 @@ START_TEST(test_fd_close_dup)
 }
 END_TEST
 
-/* Run fn() with stderr going to a file; returns what was written. */
-static char *capturing(void (*fn)(void))
-{
-	static char buf[8192];
-	char p[] = "/tmp/check_stats_err.XXXXXX";
-	int fd = mkstemp(p), saved = dup(2);
-	ssize_t n;
-
-	ck_assert_int_ge(fd, 0);
-	unlink(p);
-	ck_assert_int_eq(dup2(fd, 2), 2);
-	fn();
-	dup2(saved, 2);
-	close(saved);
-	n = pread(fd, buf, sizeof(buf) - 1, 0);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	return buf;
-}
-
-static int count_lines(const char *s)
-{
-	int n = 0;
-
-	for (; *s; s++)
-		n += *s == '\n';
-	return n;
-}
-
 /* At exit the open connections are counted, a dup'ed one once; one line; the file goes. */
 START_TEST(test_exit_line)
 {
@@ -671,15 +645,15 @@ START_TEST(test_exit_line)
 	xfer(c2, s2, 20);
 	xfer(s2, d, 5);
 
-	out = capturing(san_stats_exit);
-	ck_assert_int_eq(count_lines(out), 1);
+	out = unit_stderr_of(san_stats_exit);
+	ck_assert_int_eq(unit_count_lines(out), 1);
 	ck_assert_msg(!strncmp(out, "sanswitch: pid=", 15), "%s", out);
 	ck_assert_ptr_nonnull(strstr(out, " switched=0 fallback=2 san_tx_bytes=0 san_rx_bytes=0 "
 					  "tcp_tx_bytes=30 tcp_rx_bytes=5 "));
 	ck_assert_ptr_nonnull(strstr(out, " fallback_not_attempted=2\n"));
 	ck_assert(!exists(file));
 	/* Once only. */
-	out = capturing(san_stats_exit);
+	out = unit_stderr_of(san_stats_exit);
 	ck_assert_str_eq(out, "");
 	free(file);
 	close(c1);
@@ -704,7 +678,7 @@ START_TEST(test_exit_live_no_line)
 
 	san_stats_track();
 	file = strdup(san_stats_path());
-	out = capturing(exit_quiet);
+	out = unit_stderr_of(exit_quiet);
 	ck_assert_str_eq(out, "");
 	ck_assert(!exists(file));
 	free(file);
@@ -738,7 +712,7 @@ START_TEST(test_format_line)
 	n = san_stats_format_line(buf, 20, &f);
 	ck_assert_uint_eq(n, 19);
 	ck_assert_int_eq(buf[18], '\n');
-	ck_assert_int_eq(count_lines(buf), 1);
+	ck_assert_int_eq(unit_count_lines(buf), 1);
 }
 END_TEST
 
@@ -822,7 +796,7 @@ START_TEST(test_exec_hand_over)
 	san_stats_fallback(SAN_FB_NOT_ATTEMPTED);
 	file = strdup(san_stats_path());
 	exec_env = env;
-	out = capturing(exec_hook);
+	out = unit_stderr_of(exec_hook);
 	ck_assert_str_eq(out, "");
 	ck_assert(exists(file));
 	ck_assert_str_eq(san_stats_path(), file);
@@ -839,8 +813,8 @@ START_TEST(test_exec_hand_over)
 	ck_assert_uint_eq(san_stats_get(SAN_STAT_CONNECTS), 1);
 	ck_assert_uint_eq(san_stats_get_fallback(SAN_FB_NOT_ATTEMPTED), 1);
 	san_stats_add(SAN_STAT_ACCEPTS, 2);
-	out = capturing(san_stats_exit);
-	ck_assert_int_eq(count_lines(out), 1);
+	out = unit_stderr_of(san_stats_exit);
+	ck_assert_int_eq(unit_count_lines(out), 1);
 	ck_assert_ptr_nonnull(strstr(out, " fallback=1 "));
 	ck_assert_ptr_nonnull(strstr(out, " connects=1 accepts=2 "));
 	ck_assert(!exists(file));
@@ -868,16 +842,16 @@ START_TEST(test_exec_prints_now)
 	san_stats_add(SAN_STAT_CONNECTS, 2);
 	file = strdup(san_stats_path());
 	exec_env = env;
-	out = capturing(exec_hook);
-	ck_assert_int_eq(count_lines(out), 1);
+	out = unit_stderr_of(exec_hook);
+	ck_assert_int_eq(unit_count_lines(out), 1);
 	ck_assert_ptr_nonnull(strstr(out, " connects=2 accepts=0 "));
 	ck_assert(!exists(file));
 	ck_assert_ptr_null(san_stats_path());
-	out = capturing(exec_hook);
+	out = unit_stderr_of(exec_hook);
 	ck_assert_str_eq(out, "");
 	san_stats_add(SAN_STAT_ACCEPTS, 1);
-	out = capturing(san_stats_exit);
-	ck_assert_int_eq(count_lines(out), 1);
+	out = unit_stderr_of(san_stats_exit);
+	ck_assert_int_eq(unit_count_lines(out), 1);
 	ck_assert_ptr_nonnull(strstr(out, " connects=0 accepts=1 "));
 	ck_assert_uint_eq(san_stats_get(SAN_STAT_CONNECTS), 2);
 
@@ -885,9 +859,9 @@ START_TEST(test_exec_prints_now)
 	san_stats_reset(dir);
 	san_cfg.stats = SAN_CFG_STATS_PRINT;
 	san_stats_track();
-	out = capturing(exec_hook);
-	ck_assert_int_eq(count_lines(out), 1);
-	out = capturing(san_stats_exit);
+	out = unit_stderr_of(exec_hook);
+	ck_assert_int_eq(unit_count_lines(out), 1);
+	out = unit_stderr_of(san_stats_exit);
 	ck_assert_str_eq(out, "");
 	free(file);
 }
@@ -904,9 +878,9 @@ START_TEST(test_quiet_without_tcp)
 
 	san_cfg.stats = SAN_CFG_STATS_PRINT;
 	exec_env = env;
-	out = capturing(exec_hook);
+	out = unit_stderr_of(exec_hook);
 	ck_assert_str_eq(out, "");
-	out = capturing(san_stats_exit);
+	out = unit_stderr_of(san_stats_exit);
 	ck_assert_str_eq(out, "");
 	ck_assert_ptr_null(san_stats_path());
 	ck_assert(!exists(path_of(getpid())));
@@ -914,8 +888,8 @@ START_TEST(test_quiet_without_tcp)
 	san_stats_reset(dir);
 	ck_assert_int_eq(san_fdtable_alloc(1024), 0);
 	ck_assert_int_eq(san_fd_track(900, SAN_FD_LISTENER, 0), 0);
-	out = capturing(san_stats_exit);
-	ck_assert_int_eq(count_lines(out), 1);
+	out = unit_stderr_of(san_stats_exit);
+	ck_assert_int_eq(unit_count_lines(out), 1);
 	ck_assert_ptr_nonnull(strstr(out, " switched=0 fallback=0 "));
 	san_fd_clear(900);
 }

@@ -31,6 +31,7 @@
 	X(forked)           \
 	X(sidechan)         \
 	X(config)           \
+	X(conf)             \
 	X(stats)            \
 	X(engine)
 
