@@ -48,6 +48,7 @@ void san_core_loaded(void)
  */
 void san_core_atfork_child(void)
 {
+	san_log_atfork_child();
 	san_engine_atfork_child();
 	san_sock_atfork_child();
 	san_stats_atfork_child();
@@ -96,6 +97,7 @@ void san_core_exit(void)
 		return;
 	san_prov_exit();
 	san_stats_exit();
+	san_log_flush_suppressed();
 }
 
 /*
@@ -120,6 +122,7 @@ void san_core_sandboxed(void)
 	if (san_cfg.disable || !san_fdtable_owned() ||
 	    __atomic_exchange_n(&sandboxed, true, __ATOMIC_ACQ_REL))
 		return;
+	san_log_sandbox(); /* its log file opened while open() is still allowed */
 	san_debug("seccomp: the process confines itself: its connections stay on TCP");
 	san_cfg.disable = true; /* no new candidate, no listener's side channel */
 	kept = san_sock_sandbox();

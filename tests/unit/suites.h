@@ -30,6 +30,7 @@
 	X(owner)            \
 	X(forked)           \
 	X(sidechan)         \
+	X(log)              \
 	X(config)           \
 	X(conf)             \
 	X(stats)            \
