@@ -142,8 +142,13 @@ int san_config_parse_provider(const char *s, enum san_cfg_provider *out)
 int san_config_parse_stats(const char *s, enum san_cfg_stats *out)
 {
 	bool on;
-	int err = san_config_parse_bool(s, &on);
+	int err;
 
+	if (!strcasecmp(s, "log")) {
+		*out = SAN_CFG_STATS_LOG;
+		return 0;
+	}
+	err = san_config_parse_bool(s, &on);
 	if (err)
 		return err;
 	*out = on ? SAN_CFG_STATS_PRINT : SAN_CFG_STATS_OFF;
@@ -344,7 +349,7 @@ int san_config_load_over(struct san_config *cfg, const struct san_config *base,
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_STATS")) &&
 	    (err = san_config_parse_stats(s, &cfg->stats))) {
-		san_config_reject(err, "SANSWITCH_STATS", s, "0|1",
+		san_config_reject(err, "SANSWITCH_STATS", s, "0|1|log",
 				  "the default (live counters, no exit line)");
 		bad++;
 	}
@@ -402,5 +407,6 @@ void san_config_init(void)
 		  san_cfg_provider_name(san_cfg.provider),
 		  san_cfg.stats == SAN_CFG_STATS_OFF	 ? "off"
 		  : san_cfg.stats == SAN_CFG_STATS_PRINT ? "live+line"
+		  : san_cfg.stats == SAN_CFG_STATS_LOG	 ? "live+line(log)"
 							 : "live");
 }

@@ -31,7 +31,14 @@ enum san_cfg_stats {
 	SAN_CFG_STATS_OFF,   /* "0": nothing counted, no file, no line */
 	SAN_CFG_STATS_LIVE,  /* unset: counters in /dev/shm/sanswitch.<pid> for sanstat, no line */
 	SAN_CFG_STATS_PRINT, /* "1": the same, plus one line on stderr at exit */
+	SAN_CFG_STATS_LOG,   /* "log": that line where the log goes (SANSWITCH_LOG_FILE, or stderr) */
 };
+
+/* Does @s print a line at exit (where: san_stats.c)? */
+static inline bool san_cfg_stats_line(enum san_cfg_stats s)
+{
+	return s == SAN_CFG_STATS_PRINT || s == SAN_CFG_STATS_LOG;
+}
 
 /*
  * SANSWITCH_FAULT: failures the engine pretends to hit, so tests can reach the paths real

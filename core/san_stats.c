@@ -882,10 +882,12 @@ size_t san_stats_format_line(char *buf, size_t size, const struct san_stats_file
 }
 
 /*
- * The line (SANSWITCH_STATS=1) of what no line of this process has shown yet: all its counts,
- * unless it printed one at an exec that then failed; then what it counted since, and no line
- * if that is nothing. Not while stderr is tracked: it was closed and its number reused for one
- * of the program's own TCP connections, and the line must not go into the peer's byte stream.
+ * The line (SANSWITCH_STATS=1 or log) of what no line of this process has shown yet: all its
+ * counts, unless it printed one at an exec that then failed; then what it counted since, and no
+ * line if that is nothing. On stderr (1), or where the log goes (log: SANSWITCH_LOG_FILE, else
+ * stderr); never on a stderr that is tracked: it was closed and its number reused for one of the
+ * program's own TCP connections, and the line must not go into the peer's byte stream
+ * (san_log_stderr).
  */
 static void san_stats_print(const struct san_stats_file *f)
 {
@@ -914,10 +916,11 @@ static void san_stats_print(const struct san_stats_file *f)
 	if (san_st.shown && !news)
 		return;
 	san_st.shown = true;
-	if (!san_fd_get(STDERR_FILENO)) {
-		len = san_stats_format_line(line, sizeof(line), &d);
+	len = san_stats_format_line(line, sizeof(line), &d);
+	if (san_cfg.stats == SAN_CFG_STATS_LOG)
 		san_log_raw(line, len);
-	}
+	else
+		san_log_stderr(line, len);
 }
 
 /* The value of @name in an exec's environment, as getenv() would find it there; NULL if none. */
@@ -954,7 +957,7 @@ bool san_stats_exec_hands_over(char *const envp[], bool preload_by_env, enum san
 		(void)san_config_parse_stats(v, &next); /* (unchanged if not understood) */
 	if (next == SAN_CFG_STATS_OFF)
 		return false;
-	return ours != SAN_CFG_STATS_PRINT || next == SAN_CFG_STATS_PRINT;
+	return !san_cfg_stats_line(ours) || san_cfg_stats_line(next);
 }
 
 /*
@@ -980,7 +983,7 @@ void san_stats_before_exec(char *const envp[])
 		__atomic_fetch_or(&f->hdr.flags, SAN_STATS_F_EXEC, __ATOMIC_RELEASE);
 		return;
 	}
-	if (san_cfg.stats == SAN_CFG_STATS_PRINT)
+	if (san_cfg_stats_line(san_cfg.stats))
 		san_stats_print(f);
 	if (san_st.mapped && *san_st.path) {
 		unlink(san_st.path);
@@ -1056,7 +1059,7 @@ void san_stats_exit(void)
 	 */
 	tracked = __atomic_load_n(&san_st.f, __ATOMIC_ACQUIRE) ||
 		  __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
-	if (san_cfg.stats == SAN_CFG_STATS_PRINT && tracked) {
+	if (san_cfg_stats_line(san_cfg.stats) && tracked) {
 		/* Only the line needs the connections still open: a file about to go does not. */
 		if (san_stats_trylock()) {
 			if (!san_st.f) {

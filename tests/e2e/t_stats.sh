@@ -2,7 +2,8 @@
 # t_stats — SANSWITCH_STATS=1: one line per process at exit with the TCP bytes the programs really
 # moved (switched connections on the SAN, the rest on TCP, with a reason); the live file in /dev/shm; SANSWITCH_DISABLE=1 inert and
 # silent; bad SANSWITCH_* values warn once each and the program still works. No line from a process
-# that never had a TCP socket; across exec (same pid) an image's counts appear once.
+# that never had a TCP socket; across exec (same pid) an image's counts appear once. SANSWITCH_STATS=log
+# with SANSWITCH_LOG_FILE: the line in the log file, not on stderr.
 # timeout: 180
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -174,6 +175,31 @@ exec_case ex.clean clean 1 1
 exec_case ex.failed failed 1 1
 exec_case ex.failed2 failed+ 2 2
 
+# ------------------------------------------------------------ SANSWITCH_STATS=log: the line in the log file
+# With SANSWITCH_LOG_FILE (one file per process: %p) the line goes there, as do the debug lines, and
+# stderr gets nothing from the library; the counts are the same as on stderr (vswitched).
+mkdir "$TMP/lg"
+SANSWITCH_STATS=log SANSWITCH_LOG=debug SANSWITCH_LOG_FILE=$TMP/lg/s.%p vpair lg pre pre 4 -- -b 1M -s 11
+for e in "$TMP/lg.cli.err" "$TMP/lg.srv.err"; do
+	! grep -q sanswitch "$e" || { show "$e"; fail "SANSWITCH_LOG_FILE set, but the library wrote to $(basename -- "$e")"; }
+done
+n=$(find "$TMP/lg" -name 's.*' | wc -l)
+[ "$n" -eq 2 ] || { ls -l "$TMP/lg"; fail "SANSWITCH_STATS=log: $n log files, expected 2 (client, server)"; }
+[ -f "$TMP/lg/s.$SERVER_PID" ] || { ls -l "$TMP/lg"; fail "no log file s.$SERVER_PID for the server"; }
+[ "$(stat -c %a "$TMP/lg/s.$SERVER_PID")" = 600 ] || fail "log file mode $(stat -c %a "$TMP/lg/s.$SERVER_PID"), expected 600"
+cp "$TMP/lg/s.$SERVER_PID" "$TMP/lg.srv.err"
+cat "$(find "$TMP/lg" -name 's.*' ! -name "s.$SERVER_PID")" >"$TMP/lg.cli.err"
+for e in "$TMP/lg.cli.err" "$TMP/lg.srv.err"; do
+	p=$(field "$(stats_line "$e")" pid) || exit 1
+	# every library line in a process's file is that process's (its pid in the name and prefix)
+	if grep -v "^sanswitch: pid=$p " "$e" | grep -v "^sanswitch\[$p\]: debug: "; then
+		fail "SANSWITCH_STATS=log: lines of another process, or not debug lines, in pid $p's log (above)"
+	fi
+	grep -q "^sanswitch\[$p\]: debug: fd [0-9]*: " "$e" || { show "$e"; fail "no debug lines in pid $p's log"; }
+done
+vswitched lg 4
+log "SANSWITCH_STATS=log: the line and the debug lines in each process's log file, none on stderr"
+
 # ------------------------------------------------------------ SANSWITCH_STATS=0: no file, no line
 export SANSWITCH_STATS=0
 start_server off.srv pre --conns-total 1 -t 30
@@ -214,7 +240,7 @@ for e in "$TMP/bad.cli.err" "$TMP/bad.srv.err"; do
 		'SANSWITCH_PROVIDER=ib not understood (accepted: auto|shm|verbs|none), using auto' \
 		'SANSWITCH_FAULT=reg_fail,nope not understood (accepted: a comma list of reg_fail,' \
 		'SANSWITCH_DISABLE=yes not understood (accepted: 0|1), using 0' \
-		'SANSWITCH_STATS=2 not understood (accepted: 0|1)'; do
+		'SANSWITCH_STATS=2 not understood (accepted: 0|1|log)'; do
 		n=$(grep -cF -- "$want" "$e")
 		[ "$n" -eq 1 ] || { show "$e"; fail "$(basename -- "$e"): '$want' seen $n times, expected once"; }
 	done

@@ -15,6 +15,7 @@
 #include "core/san_config.h"
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
+#include "core/san_logfile.h"
 #include "core/san_stats.h"
 #include "tests/unit/suites.h"
 #include "tests/unit/unit_stderr.h"
@@ -664,6 +665,40 @@ START_TEST(test_exit_line)
 }
 END_TEST
 
+/* SANSWITCH_STATS=log: the line goes to the log file, and nothing to stderr. */
+START_TEST(test_exit_line_to_log)
+{
+	char log[128], text[512] = "";
+	const char *out;
+	int c, s, fd;
+	ssize_t n;
+
+	snprintf(log, sizeof(log), "%s/log.%%p", dir);
+	san_logfile_init(log);
+	snprintf(log, sizeof(log), "%s/log.%d", dir, (int)getpid());
+	san_cfg.stats = SAN_CFG_STATS_LOG;
+	ck_assert_int_eq(san_fdtable_alloc(1024), 0);
+	tcp_pair(&c, &s);
+	san_stats_track();
+	ck_assert_int_eq(san_fd_track(c, SAN_FD_ACTIVE, 0), 0);
+	xfer(c, s, 10);
+	out = unit_stderr_of(san_stats_exit);
+	ck_assert_str_eq(out, "");
+	fd = open(log, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(unit_count_lines(text), 1);
+	ck_assert_msg(!strncmp(text, "sanswitch: pid=", 15), "%s", text);
+	ck_assert_ptr_nonnull(
+		strstr(text, " fallback=1 san_tx_bytes=0 san_rx_bytes=0 tcp_tx_bytes=10 "));
+	san_logfile_init(NULL);
+	close(c);
+	close(s);
+}
+END_TEST
+
 static void exit_quiet(void)
 {
 	san_cfg.stats = SAN_CFG_STATS_LIVE;
@@ -927,6 +962,10 @@ START_TEST(test_exec_hands_over_rule)
 		{ { "SANSWITCH_STATS_X=0", "XSANSWITCH_STATS=0", "SANSWITCH_STATS=1" }, false,
 		  SAN_CFG_STATS_PRINT, true },
 		{ { "SANSWITCH_STATSX=1" }, false, SAN_CFG_STATS_PRINT, false },
+		/* a line in the log is a line: either prints the counts of both images */
+		{ { "SANSWITCH_STATS=log" }, false, SAN_CFG_STATS_PRINT, true },
+		{ { "SANSWITCH_STATS=1" }, false, SAN_CFG_STATS_LOG, true },
+		{ { NULL }, false, SAN_CFG_STATS_LOG, false },
 	};
 	/* clang-format on */
 
@@ -996,6 +1035,7 @@ Suite *make_stats_suite(void)
 	tcase_add_test(tc, test_conn_end_real);
 	tcase_add_test(tc, test_fd_close_dup);
 	tcase_add_test(tc, test_exit_line);
+	tcase_add_test(tc, test_exit_line_to_log);
 	tcase_add_test(tc, test_exit_live_no_line);
 	tcase_add_test(tc, test_format_line);
 	tcase_add_test(tc, test_fork_child_own_counters);
