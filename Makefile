@@ -7,7 +7,9 @@
 #                        both, build-asan-ubsan/); make, make e2e and make clean take it too
 #   make demo            side-by-side demo: a program over kernel TCP, then under the switch
 #   make bench           benchmarks (kernel TCP vs preload, ratios; not pass/fail)
-#   make install PREFIX=/usr/local DESTDIR=   /   make uninstall
+#   make install PREFIX=/usr/local DESTDIR=   /   make uninstall   (the library in
+#                        $(LIBDIR)/sanswitch, sanswitch-run and sanverify in $(BINDIR), man/*.N in
+#                        $(MANDIR)/manN)
 #   make rxe-check       build, then tests/rxe/run in a Soft-RoCE qemu guest (scripts/rxe-vm) and
 #                        tests/rxe/pair/run in two guests on one link (scripts/rxe-vm --pair)
 #   make rxe-bench       kernel TCP vs rsocket vs the switch over rxe, in that guest (ratios)
@@ -24,6 +26,8 @@ LIBDIR   ?= $(PREFIX)/lib
 BINDIR   ?= $(PREFIX)/bin
 MANDIR   ?= $(PREFIX)/share/man
 DESTDIR  ?=
+# What sanswitch-run --version says: the commit the tree was built from.
+VERSION  ?= $(shell git describe --tags --always 2>/dev/null || echo unknown)
 
 # SANITIZE=address, undefined or address,undefined: the library, the unit runner and the tools
 # are built with those sanitizers into a build directory of their own, never mixed with build/.
@@ -89,9 +93,19 @@ endif
 SO       := $(B)/libsanswitch.so
 MAP      := preload/libsanswitch.map
 UNIT     := $(B)/check_unit
+# sanswitch-run: a shell script; the build tree's copy finds the library beside it.
+RUN      := $(B)/sanswitch-run
+MAN_PAGES := $(sort $(wildcard man/*.[1-8]))
+# sanswitch-run from its template, with where the installed library lives: $(call run_script,OUT)
+run_script = sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@VERSION@|$(VERSION)|g' tools/sanswitch-run.in \
+	     >$(1).tmp && chmod 0755 $(1).tmp && mv $(1).tmp $(1)
 
 .PHONY: all check unit e2e demo bench install uninstall clean deps format rxe-check rxe-bench
-all: $(SO) $(TOOLS)
+all: $(SO) $(TOOLS) $(RUN)
+
+$(RUN): tools/sanswitch-run.in Makefile
+	@mkdir -p $(B)
+	$(call run_script,$@)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -150,22 +164,23 @@ bench: deps
 	@$(MAKE) --no-print-directory all
 	@./scripts/bench
 
+# sanswitch-run is made again here: it names the library's place under this LIBDIR, which need
+# not be the one `make` was run with. Each man page goes to the section its suffix names.
 install: all
-	install -d $(DESTDIR)$(LIBDIR)/sanswitch $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man7 \
-	           $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
+	install -d $(DESTDIR)$(LIBDIR)/sanswitch $(DESTDIR)$(BINDIR)
 	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/sanswitch/libsanswitch.so
 	install -m 0755 $(B)/sanverify $(DESTDIR)$(BINDIR)/
-	install -m 0644 man/*.7 $(DESTDIR)$(MANDIR)/man7/
-	install -m 0644 man/*.5 $(DESTDIR)$(MANDIR)/man5/
-	install -m 0644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	$(call run_script,$(DESTDIR)$(BINDIR)/sanswitch-run)
+	for p in $(MAN_PAGES); do \
+		d=$(DESTDIR)$(MANDIR)/man$${p##*.}; \
+		install -d "$$d" && install -m 0644 "$$p" "$$d/" || exit 1; \
+	done
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/sanswitch/libsanswitch.so
 	-rmdir $(DESTDIR)$(LIBDIR)/sanswitch 2>/dev/null
-	rm -f $(DESTDIR)$(BINDIR)/sanverify
-	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(wildcard man/*.7)))
-	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5)))
-	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard man/*.1)))
+	rm -f $(DESTDIR)$(BINDIR)/sanverify $(DESTDIR)$(BINDIR)/sanswitch-run
+	for p in $(notdir $(MAN_PAGES)); do rm -f "$(DESTDIR)$(MANDIR)/man$${p##*.}/$$p"; done
 
 format:
 	clang-format -i $(PRELOAD_SRC) $(CORE_SRC) $(VERBS_SRC) $(PROTO_SRC) $(UNIT_SRC) $(TOOL_SRC) \
