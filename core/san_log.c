@@ -46,32 +46,30 @@ int san_log_parse_level(const char *s)
 }
 
 /*
- * Where lines go is decided here, in order: SANSWITCH_LOG first, so that a warning about the
- * other two already goes by the level; then the file, so that it goes there too. The file is
- * not opened before the first line (san_logfile.h).
+ * The file is named before anything is said, so that the warnings about these variables go
+ * where the rest will; the level first of all, so that they go by it. Nothing is opened yet
+ * (san_logfile.h).
  */
 void san_log_init(void)
 {
-	const char *s = getenv("SANSWITCH_LOG");
-	int level, err;
+	const char *level_s = getenv("SANSWITCH_LOG"), *s;
+	int level = -EINVAL, err;
 
-	if (s && *s) {
-		level = san_log_parse_level(s);
-		if (level < 0)
-			san_warn("SANSWITCH_LOG=%s not understood (error|warn|info|debug), using "
-				 "warn",
-				 s);
-		else
+	if (level_s && *level_s) {
+		level = san_log_parse_level(level_s);
+		if (level >= 0)
 			__atomic_store_n(&san_log_level, level, __ATOMIC_RELAXED);
 	}
 	san_logfile_init(getenv("SANSWITCH_LOG_FILE"));
+	if (level_s && *level_s && level < 0)
+		san_warn("SANSWITCH_LOG=%s not understood (error|warn|info|debug), using warn",
+			 level_s);
 	s = getenv("SANSWITCH_LOG_RATE");
-	if (s && *s && (err = san_config_parse_uint(s, SAN_LOG_RATE_LIMIT, &san_log_rate))) {
+	if (s && *s && (err = san_config_parse_uint(s, SAN_LOG_RATE_LIMIT, &san_log_rate)))
 		san_warn("SANSWITCH_LOG_RATE=%s %s (accepted: 0..%u lines a second, 0: no limit), "
 			 "using %u",
 			 s, err == -ERANGE ? "out of range" : "not understood", SAN_LOG_RATE_LIMIT,
 			 SAN_LOG_RATE_DEFAULT);
-	}
 	/* Lines held back just before the exit are told then (_exit: san_core_exit). */
 	atexit(san_log_flush_suppressed);
 }

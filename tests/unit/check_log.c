@@ -313,6 +313,39 @@ START_TEST(test_limited_lines)
 }
 END_TEST
 
+/* The variables: a bad level and a bad rate are told, in the file already; a good rate is taken. */
+START_TEST(test_init_env)
+{
+	char pattern[128], *text;
+
+	snprintf(pattern, sizeof(pattern), "%s/env.log", dir);
+	setenv("SANSWITCH_LOG_FILE", pattern, 1);
+	setenv("SANSWITCH_LOG", "loud", 1);
+	setenv("SANSWITCH_LOG_RATE", "-3", 1);
+	san_log_level = SAN_LOG_WARN;
+	san_log_rate = SAN_LOG_RATE_DEFAULT;
+	san_log_init();
+	text = slurp(pattern);
+	ck_assert_int_eq(count(text, "SANSWITCH_LOG=loud not understood"), 1);
+	ck_assert_int_eq(count(text, "SANSWITCH_LOG_RATE=-3 not understood (accepted: 0..1000000 "
+				     "lines a second, 0: no limit), using 20"),
+			 1);
+	ck_assert_int_eq(san_log_level, SAN_LOG_WARN);
+	ck_assert_uint_eq(san_log_rate, SAN_LOG_RATE_DEFAULT);
+	setenv("SANSWITCH_LOG", "debug", 1);
+	setenv("SANSWITCH_LOG_RATE", "5", 1);
+	san_log_init();
+	ck_assert_int_eq(san_log_level, SAN_LOG_DEBUG);
+	ck_assert_uint_eq(san_log_rate, 5);
+	setenv("SANSWITCH_LOG_RATE", "1000001", 1);
+	san_log_init();
+	ck_assert_int_eq(count(slurp(pattern), "SANSWITCH_LOG_RATE=1000001 out of range"), 1);
+	unsetenv("SANSWITCH_LOG_FILE");
+	unsetenv("SANSWITCH_LOG");
+	unsetenv("SANSWITCH_LOG_RATE");
+}
+END_TEST
+
 Suite *make_log_suite(void)
 {
 	Suite *s = suite_create("log");
@@ -328,6 +361,7 @@ Suite *make_log_suite(void)
 	tcase_add_test(tc, test_file_cannot_open);
 	tcase_add_test(tc, test_file_fork);
 	tcase_add_test(tc, test_limited_lines);
+	tcase_add_test(tc, test_init_env);
 	suite_add_tcase(s, tc);
 	return s;
 }
