@@ -39,3 +39,20 @@ for i in kernel $(seq 10); do
 	fi
 done
 log "a server confining itself with seccomp mid-connection: 10 preloaded runs as over kernel TCP"
+
+# Logging to a file (one per process) in the process that confines itself: it lives, and its
+# lines (debug: the step aside) are in its file, none on stderr. (Its file is opened before the
+# filter in any case: san_log_sandbox; no line of the confined thread comes later here.)
+mkdir "$TMP/logs"
+rc=0
+as_t pre 30 env -u SANSWITCH_SWITCH_AFTER SANSWITCH_LOG=debug SANSWITCH_LOG_FILE="$TMP/logs/s.%p" \
+	"$SEC" 20 >"$TMP/log.out" 2>"$TMP/log.err" || rc=$?
+got=$(sort "$TMP/log.out")
+if [ "$rc" -ne 0 ] || [ "$got" != "$WANT" ]; then
+	show "$TMP/log.out" "$TMP/log.err"
+	fail "logging to a file: exit $rc$([ "$rc" -eq 159 ] && echo ' (SIGSYS: killed by its filter)')"
+fi
+grep -l 'debug: seccomp: the process confines itself' "$TMP"/logs/s.* >/dev/null ||
+	{ head -n 5 "$TMP"/logs/s.* >&2; fail "logging to a file: no process logged its seccomp step aside"; }
+! grep -q 'sanswitch\[' "$TMP/log.err" || { show "$TMP/log.err"; fail "logging to a file: library lines on stderr"; }
+log "a server confining itself with SANSWITCH_LOG_FILE and debug: lives, its lines in its file"
