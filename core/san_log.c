@@ -110,7 +110,10 @@ void san_log_stderr(const char *buf, size_t len)
 	errno = saved;
 }
 
-/* The log file's fd, or -1 for stderr; says so once on stderr if the file cannot be opened. */
+/*
+ * The log file's fd, or -1 for stderr; says so once on stderr if the file cannot be opened (or
+ * is standard output: log lines never go there).
+ */
 static int san_log_file_fd(void)
 {
 	int open_err = 0, fd = san_logfile_fd(&open_err);
@@ -118,11 +121,13 @@ static int san_log_file_fd(void)
 	int n;
 
 	if (open_err) {
-		n = snprintf(
-			line, sizeof(line),
-			"sanswitch[%d]: warn: SANSWITCH_LOG_FILE=%s: cannot open (%s): logging "
-			"to stderr\n",
-			(int)getpid(), getenv("SANSWITCH_LOG_FILE") ?: "", strerror(open_err));
+		bool out = open_err == SAN_LOGFILE_IS_STDOUT;
+
+		n = snprintf(line, sizeof(line),
+			     "sanswitch[%d]: warn: SANSWITCH_LOG_FILE=%s: %s%s%s: logging to stderr\n",
+			     (int)getpid(), getenv("SANSWITCH_LOG_FILE") ?: "",
+			     out ? "the program's standard output" : "cannot open (",
+			     out ? "" : strerror(open_err), out ? "" : ")");
 		if (n > 0)
 			san_log_stderr(line,
 				       (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);

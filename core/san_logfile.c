@@ -99,6 +99,14 @@ const char *san_logfile_pattern(void)
 	return lf_pattern[0] ? lf_pattern : NULL;
 }
 
+/* Log lines never go into the program's output, even when asked to by name. */
+static bool san_logfile_is_stdout(const struct stat *st)
+{
+	struct stat out;
+
+	return !fstat(STDOUT_FILENO, &out) && out.st_dev == st->st_dev && out.st_ino == st->st_ino;
+}
+
 /*
  * Open the file (the caller holds busy). Straight system calls: the library interposes open
  * and close, and the log must not go through its own wrappers.
@@ -107,7 +115,7 @@ static int san_logfile_open(int *open_err)
 {
 	char path[PATH_MAX];
 	struct stat st;
-	int fd, err;
+	int fd = -1, err;
 
 	err = lf_too_long ? -ENAMETOOLONG
 			  : san_logfile_expand(lf_pattern, getpid(), path, sizeof(path));
@@ -116,10 +124,12 @@ static int san_logfile_open(int *open_err)
 				  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
 		err = fd < 0 ? -errno : 0;
 	}
-	if (!err && fstat(fd, &st)) {
+	if (!err && fstat(fd, &st))
 		err = -errno;
+	else if (!err && san_logfile_is_stdout(&st))
+		err = -SAN_LOGFILE_IS_STDOUT;
+	if (err && fd >= 0)
 		syscall(SYS_close, fd);
-	}
 	if (err) {
 		if (!__atomic_exchange_n(&lf_failed, true, __ATOMIC_RELAXED))
 			*open_err = -err;

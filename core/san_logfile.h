@@ -26,9 +26,13 @@ void san_logfile_init(const char *pattern);
  * 0600), or opened again if the program closed our fd or put something else on its number; -1
  * for stderr: no file, its open failed, or another thread is opening it this moment (no one
  * waits: a signal handler may have interrupted the opener). When this very call failed to open
- * it, *@open_err is the errno, once in the process's life; otherwise it is left alone.
+ * it, *@open_err is the errno, or SAN_LOGFILE_IS_STDOUT, once in the process's life; otherwise
+ * it is left alone.
  */
 int san_logfile_fd(int *open_err);
+
+/* The file is the program's standard output (/dev/stdout, or the file it goes to): not used. */
+#define SAN_LOGFILE_IS_STDOUT 100000
 
 /* The name being logged to (expanded for this process), or NULL when there is no file. */
 const char *san_logfile_pattern(void);

@@ -233,6 +233,31 @@ START_TEST(test_file_cannot_open)
 }
 END_TEST
 
+/* A name that is where standard output goes is not used: log lines never go there. */
+START_TEST(test_file_not_stdout)
+{
+	char path[128];
+	int err = 0, fd, saved = dup(STDOUT_FILENO);
+
+	snprintf(path, sizeof(path), "%s/out", dir);
+	fd = open(path, O_WRONLY | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_eq(dup2(fd, STDOUT_FILENO), STDOUT_FILENO);
+	san_logfile_init(path);
+	ck_assert_int_eq(san_logfile_fd(&err), -1);
+	dup2(saved, STDOUT_FILENO);
+	close(saved);
+	close(fd);
+	ck_assert_int_eq(err, SAN_LOGFILE_IS_STDOUT);
+	/* the same name, once stdout is elsewhere, is a log file like any other */
+	san_logfile_init(path);
+	err = 0;
+	ck_assert_int_ge(san_logfile_fd(&err), 0);
+	ck_assert_int_eq(err, 0);
+}
+END_TEST
+
 /* A fork child with "%p" logs to a file of its own; without, to the parent's. */
 START_TEST(test_file_fork)
 {
@@ -359,6 +384,7 @@ Suite *make_log_suite(void)
 	tcase_add_test(tc, test_per_process);
 	tcase_add_test(tc, test_file_open_and_taken);
 	tcase_add_test(tc, test_file_cannot_open);
+	tcase_add_test(tc, test_file_not_stdout);
 	tcase_add_test(tc, test_file_fork);
 	tcase_add_test(tc, test_limited_lines);
 	tcase_add_test(tc, test_init_env);
