@@ -123,11 +123,12 @@ static int san_log_file_fd(void)
 	if (open_err) {
 		bool out = open_err == SAN_LOGFILE_IS_STDOUT;
 
-		n = snprintf(line, sizeof(line),
-			     "sanswitch[%d]: warn: SANSWITCH_LOG_FILE=%s: %s%s%s: logging to stderr\n",
-			     (int)getpid(), getenv("SANSWITCH_LOG_FILE") ?: "",
-			     out ? "the program's standard output" : "cannot open (",
-			     out ? "" : strerror(open_err), out ? "" : ")");
+		n = snprintf(
+			line, sizeof(line),
+			"sanswitch[%d]: warn: SANSWITCH_LOG_FILE=%s: %s%s%s: logging to stderr\n",
+			(int)getpid(), getenv("SANSWITCH_LOG_FILE") ?: "",
+			out ? "the program's standard output" : "cannot open (",
+			out ? "" : strerror(open_err), out ? "" : ")");
 		if (n > 0)
 			san_log_stderr(line,
 				       (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
