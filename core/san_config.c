@@ -22,6 +22,7 @@ const struct san_config san_config_defaults = {
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
 	.switch_after = SAN_CFG_SWITCH_AFTER_DEFAULT,
+	.log_rate = SAN_LOG_RATE_DEFAULT,
 };
 
 /* Statically the defaults: code that runs before init (or in the unit runner) sees them. */
@@ -38,6 +39,7 @@ struct san_config san_cfg = {
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
 	.switch_after = SAN_CFG_SWITCH_AFTER_DEFAULT,
+	.log_rate = SAN_LOG_RATE_DEFAULT,
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -315,6 +317,13 @@ int san_config_load_over(struct san_config *cfg, const struct san_config *base,
 		san_config_reject(err, "SANSWITCH_SWITCH_AFTER", s, "0..1000 exchanges", dflt);
 		bad++;
 	}
+	if ((s = san_config_get(get, ctx, "SANSWITCH_LOG_RATE")) &&
+	    (err = san_config_parse_uint(s, SAN_LOG_RATE_LIMIT, &cfg->log_rate))) {
+		snprintf(dflt, sizeof(dflt), "%u", base->log_rate);
+		san_config_reject(err, "SANSWITCH_LOG_RATE", s,
+				  "0..1000000 lines a second, 0: no limit", dflt);
+		bad++;
+	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_DIRECT")) &&
 	    (err = san_config_parse_uint(s, 1, &cfg->direct))) {
 		san_config_reject(err, "SANSWITCH_DIRECT", s, "0|1", "1");
@@ -384,6 +393,7 @@ void san_config_init(void)
 	/* the file's options first: the environment overrides them */
 	san_conf_init(&base);
 	san_config_load_over(&san_cfg, &base, san_config_env, NULL);
+	__atomic_store_n(&san_log_rate, san_cfg.log_rate, __ATOMIC_RELAXED);
 	if (san_cfg.faults) {
 		char list[128] = "";
 		int f;

@@ -90,6 +90,7 @@ struct san_config {
 	uint32_t read_ahead;		/* SANSWITCH_READ_AHEAD: verbs READs posted ahead */
 	uint32_t verbs_area;		/* SANSWITCH_VERBS_AREA: MiB each way, or AUTO */
 	uint32_t switch_after;		/* SANSWITCH_SWITCH_AFTER: exchanges on TCP first */
+	uint32_t log_rate;		/* SANSWITCH_LOG_RATE: lines a second per call site */
 };
 
 /*

@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/san_config.h"
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
 #include "core/san_logfile.h"
@@ -46,14 +45,15 @@ int san_log_parse_level(const char *s)
 }
 
 /*
- * The file is named before anything is said, so that the warnings about these variables go
- * where the rest will; the level first of all, so that they go by it. Nothing is opened yet
- * (san_logfile.h).
+ * SANSWITCH_LOG and SANSWITCH_LOG_FILE, before anything else is read, so that every warning
+ * goes by the level and to the file (SANSWITCH_LOG_RATE is one of san_config.c's variables).
+ * The file is named before a bad level is told, so that this warning goes there too; nothing
+ * is opened yet (san_logfile.h).
  */
 void san_log_init(void)
 {
-	const char *level_s = getenv("SANSWITCH_LOG"), *s;
-	int level = -EINVAL, err;
+	const char *level_s = getenv("SANSWITCH_LOG");
+	int level = -EINVAL;
 
 	if (level_s && *level_s) {
 		level = san_log_parse_level(level_s);
@@ -64,12 +64,6 @@ void san_log_init(void)
 	if (level_s && *level_s && level < 0)
 		san_warn("SANSWITCH_LOG=%s not understood (error|warn|info|debug), using warn",
 			 level_s);
-	s = getenv("SANSWITCH_LOG_RATE");
-	if (s && *s && (err = san_config_parse_uint(s, SAN_LOG_RATE_LIMIT, &san_log_rate)))
-		san_warn("SANSWITCH_LOG_RATE=%s %s (accepted: 0..%u lines a second, 0: no limit), "
-			 "using %u",
-			 s, err == -ERANGE ? "out of range" : "not understood", SAN_LOG_RATE_LIMIT,
-			 SAN_LOG_RATE_DEFAULT);
 	/* Lines held back just before the exit are told then (_exit: san_core_exit). */
 	atexit(san_log_flush_suppressed);
 }

@@ -20,12 +20,12 @@ enum san_log_level {
 /* Highest level printed; SAN_LOG_WARN until san_log_init() reads the environment. */
 extern int san_log_level;
 
-/* Lines a second one call site may print (SANSWITCH_LOG_RATE); 0: no limit. */
+/* Lines a second one call site may print (SANSWITCH_LOG_RATE, san_config.c); 0: no limit. */
 #define SAN_LOG_RATE_DEFAULT 20u
 #define SAN_LOG_RATE_LIMIT 1000000u
 extern uint32_t san_log_rate;
 
-/* SANSWITCH_LOG, SANSWITCH_LOG_FILE and SANSWITCH_LOG_RATE. */
+/* SANSWITCH_LOG and SANSWITCH_LOG_FILE. */
 void san_log_init(void);
 int san_log_parse_level(const char *s);
 /* A line of @level, "sanswitch[pid]: level: message", not rate-limited. */

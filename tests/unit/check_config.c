@@ -36,7 +36,8 @@ static int cfg_eq(const struct san_config *a, const struct san_config *b)
 	return a->disable == b->disable && a->bulk == b->bulk && a->inline_max == b->inline_max &&
 	       a->spin_us == b->spin_us && a->provider == b->provider && a->stats == b->stats &&
 	       a->faults == b->faults && a->direct == b->direct && a->read_ahead == b->read_ahead &&
-	       a->verbs_area == b->verbs_area && a->switch_after == b->switch_after;
+	       a->verbs_area == b->verbs_area && a->switch_after == b->switch_after &&
+	       a->log_rate == b->log_rate;
 }
 
 /* Warnings are the subject of one case only; the others keep stderr quiet. */
@@ -105,7 +106,8 @@ enum field {
 	F_OTHER_USERS,
 	F_AHEAD,
 	F_AREA,
-	F_SWITCH_AFTER
+	F_SWITCH_AFTER,
+	F_LOG_RATE
 };
 
 static const struct {
@@ -180,6 +182,12 @@ static const struct {
 	{ "SANSWITCH_SWITCH_AFTER", "1001", F_SWITCH_AFTER, 1, SAN_CFG_SWITCH_AFTER_DEFAULT },
 	{ "SANSWITCH_SWITCH_AFTER", "-1", F_SWITCH_AFTER, 1, SAN_CFG_SWITCH_AFTER_DEFAULT },
 	{ "SANSWITCH_SWITCH_AFTER", "never", F_SWITCH_AFTER, 1, SAN_CFG_SWITCH_AFTER_DEFAULT },
+	{ "SANSWITCH_LOG_RATE", "0", F_LOG_RATE, 0, 0 },
+	{ "SANSWITCH_LOG_RATE", "5", F_LOG_RATE, 0, 5 },
+	{ "SANSWITCH_LOG_RATE", "1000000", F_LOG_RATE, 0, 1000000 },
+	{ "SANSWITCH_LOG_RATE", "1000001", F_LOG_RATE, 1, SAN_LOG_RATE_DEFAULT },
+	{ "SANSWITCH_LOG_RATE", "-3", F_LOG_RATE, 1, SAN_LOG_RATE_DEFAULT },
+	{ "SANSWITCH_LOG_RATE", "many", F_LOG_RATE, 1, SAN_LOG_RATE_DEFAULT },
 	{ "SANSWITCH_PROVIDER", "auto", F_PROVIDER, 0, SAN_CFG_PROV_AUTO },
 	{ "SANSWITCH_PROVIDER", "shm", F_PROVIDER, 0, SAN_CFG_PROV_SHM },
 	{ "SANSWITCH_PROVIDER", "verbs", F_PROVIDER, 0, SAN_CFG_PROV_VERBS },
@@ -233,6 +241,8 @@ static uint32_t field_of(const struct san_config *c, enum field f)
 		return c->verbs_area;
 	case F_SWITCH_AFTER:
 		return c->switch_after;
+	case F_LOG_RATE:
+		return c->log_rate;
 	}
 	return ~0u;
 }
@@ -286,6 +296,9 @@ START_TEST(test_variable)
 		break;
 	case F_SWITCH_AFTER:
 		d.switch_after = san_config_defaults.switch_after;
+		break;
+	case F_LOG_RATE:
+		d.log_rate = san_config_defaults.log_rate;
 		break;
 	}
 	ck_assert(cfg_eq(&d, &san_config_defaults));
