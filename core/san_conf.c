@@ -12,6 +12,7 @@
 
 #include "core/san_conf.h"
 #include "core/san_log.h"
+#include "core/san_logfile.h"
 #include "core/san_sys.h"
 
 /* ---------------------------------------------------------------- the parser */
@@ -433,6 +434,7 @@ void san_conf_init(struct san_config *base)
 	/* secure_getenv: a set-user-ID program reads only the system's file */
 	const char *path = secure_getenv("SANSWITCH_CONF");
 	const char *log_env = getenv("SANSWITCH_LOG");
+	const char *file_env = getenv("SANSWITCH_LOG_FILE");
 	bool dflt = !path;
 	struct san_conf_error err;
 	char exe[256];
@@ -472,6 +474,9 @@ void san_conf_init(struct san_config *base)
 	/* SANSWITCH_LOG, read before (san_log_init), wins */
 	if ((conf_proc.has & SAN_CONF_HAS_LOG_LEVEL) && (!log_env || !*log_env))
 		__atomic_store_n(&san_log_level, conf_proc.log_level, __ATOMIC_RELAXED);
+	/* and so does SANSWITCH_LOG_FILE (nothing was opened yet: the file is opened at a line) */
+	if ((conf_proc.has & SAN_CONF_HAS_LOG_FILE) && (!file_env || !*file_env))
+		san_logfile_init(conf_proc.log_file);
 	if (conf_proc.nrules)
 		san_conf_select_program(&conf_proc, conf_exe_name(exe, sizeof(exe)),
 					program_invocation_short_name);

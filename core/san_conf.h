@@ -114,7 +114,7 @@ void san_conf_init(struct san_config *base);
 /* The process's rules: does a new connection of @role with @a stay on TCP? */
 bool san_conf_tcp(enum san_conf_role role, const struct san_addr *a);
 
-/* The file's log_file option, or NULL (stored for logging; messages still go to stderr). */
+/* The file's log_file option, or NULL: the log file unless SANSWITCH_LOG_FILE names one. */
 const char *san_conf_log_file(void);
 
 #endif /* SAN_CONF_H */

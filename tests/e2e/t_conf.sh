@@ -151,3 +151,20 @@ out=$(as pre env SANSWITCH_CONF="$ROOT/docs/sanswitch.conf.example" true 2>&1) |
 bad=$(as pre env SANSWITCH_CONF="$CONF" true 2>&1)
 [[ $bad == *"$CONF:3: port 70000"* ]] || fail "the same check misses a broken file: $bad"
 log "docs/sanswitch.conf.example reads without a warning"
+
+# ------------------------------------------------------------ the file's log_file and log_level
+# The file's log_file (%p: one per process) gets the messages; SANSWITCH_LOG_FILE wins over it.
+mkdir "$TMP/lf"
+printf 'log_level debug\nlog_file %s\n' "$TMP/lf/conf.%p" >"$CONF"
+out=$(as pre env SANSWITCH_CONF="$CONF" "$PY" -c 'import os, socket; socket.socket(); print(os.getpid())' 2>"$TMP/lf.err") ||
+	{ show "$TMP/lf.err"; fail "log_file: python3 failed"; }
+pid=$(tail -n 1 <<<"$out")
+grep -q "^sanswitch\[$pid\]: debug: fd [0-9]*: tracked tcp socket" "$TMP/lf/conf.$pid" 2>/dev/null ||
+	{ ls -l "$TMP/lf" >&2; show "$TMP/lf.err"; fail "log_file: no debug lines of pid $pid in $TMP/lf/conf.$pid"; }
+! grep -q "^sanswitch\[$pid\]" "$TMP/lf.err" || { show "$TMP/lf.err"; fail "log_file: pid $pid's lines on stderr"; }
+out=$(as pre env SANSWITCH_CONF="$CONF" SANSWITCH_LOG_FILE="$TMP/lf/env.%p" "$PY" -c 'import os, socket; socket.socket(); print(os.getpid())' 2>"$TMP/lf2.err") ||
+	{ show "$TMP/lf2.err"; fail "log_file under SANSWITCH_LOG_FILE: python3 failed"; }
+pid=$(tail -n 1 <<<"$out")
+[ -s "$TMP/lf/env.$pid" ] && [ ! -e "$TMP/lf/conf.$pid" ] ||
+	{ ls -l "$TMP/lf" >&2; fail "SANSWITCH_LOG_FILE does not win over the file's log_file"; }
+log "the file's log_file and log_level: debug lines in its file; SANSWITCH_LOG_FILE wins"
