@@ -18,6 +18,7 @@
 #include "core/san_sock.h"
 #include "core/san_sig.h"
 #include "core/san_stats.h"
+#include "core/san_stats_conn.h"
 #include "core/san_sys.h"
 #include "proto/san_msg.h"
 #include "proto/san_upgrade.h"
@@ -376,6 +377,7 @@ static struct san_sock *sock_alloc(int fd, int role)
 	s->role = role;
 	s->refs = 1;
 	s->fdrefs = 1;
+	s->stc = san_stats_conn_of(fd);
 	s->tcp = fd;
 	s->side = s->xfd = s->xold = s->ylocal = s->ypeer = s->peer_pidfd = -1;
 	s->rx = SK_RX_TCP;
@@ -419,6 +421,8 @@ void san_sock_drop_fd(int fd, bool active, unsigned int reason)
 	san_fd_set_flags(fd, SAN_FDF_COUNTED | (active ? SAN_FDF_OPENED : 0), 0);
 	if (san_fd_set_state(fd, SAN_FD_CONN) >= 0 && reason && san_stats_enabled())
 		san_stats_fallback(reason);
+	if (unlikely(san_fd_flags(f) & SAN_FDF_STATSLOT))
+		san_stats_conn_set(san_stats_conn_of(fd), SAN_CS_FALLBACK, SAN_CP_TCP, reason);
 }
 
 void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
@@ -440,8 +444,10 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 			return;
 		/* the peer's address as given: a loopback peer needs no getsockname/getpeername */
 		s->to_known = to_known;
-		if (to_known)
+		if (to_known) {
 			s->tuple.peer = peer;
+			san_stats_conn_set_addrs(s->stc, &s->tuple, SAN_CA_PEER);
+		}
 		sock_register(s);
 	} else {
 		san_sock_drop_fd(fd, true, SAN_R_STATE);
@@ -485,6 +491,8 @@ void san_sock_adopt(const int *fds, int n, uint32_t flags)
 		if (san_fd_track(fds[i], SAN_FD_PASSIVE,
 				 flags | SAN_FDF_FORKED | (n > 1 ? SAN_FDF_DUP : 0)))
 			break;
+	if (i == n)
+		(void)san_stats_conn_claim(fds[0], SAN_ROLE_SERVER);
 	if (i < n || !(s = sock_alloc(fds[0], SAN_UP_ROLE_B))) {
 		while (i-- > 0)
 			san_sock_drop_fd(fds[i], false, i ? 0 : SAN_R_STATE);
@@ -626,9 +634,19 @@ int san_sock_rcvlowat(int fd, int *val, bool set)
 	return r;
 }
 
+/* The provider a connection's slot shows once it is committed to one. */
+static int sock_stats_prov(const struct san_sock *s)
+{
+	if (!s->prov)
+		return SAN_CONN_KEEP;
+	return s->prov->wire == SAN_PROV_VERBS ? SAN_CP_VERBS : SAN_CP_SHM;
+}
+
 void san_sock_commit(struct san_sock *s)
 {
 	s->committed = true;
+	san_stats_conn_set(s->stc, SAN_CS_UPGRADING, sock_stats_prov(s), 0);
+	san_stats_conn_set_addrs(s->stc, &s->tuple, SAN_CA_LOCAL | SAN_CA_PEER);
 	sock_flags_all(s, SAN_FDF_COMMITTED, 0);
 	sock_windows(s);
 	lowat_hold(s);
@@ -696,6 +714,8 @@ static void sock_reset(struct san_sock *s, int err, unsigned int reason, bool te
 	if (s->err)
 		return;
 	s->err = err;
+	if (s->committed)
+		san_stats_conn_set(s->stc, SAN_CS_CLOSING, SAN_CONN_KEEP, 0);
 	/* frames held for a move (san_conn_src_move) never become visible: the ABORT goes first */
 	san_shm_ring_prod_unhold(&s->txr);
 	/* (before the swap too: a pure sender's peer reads the ring, and must meet the reset) */
@@ -763,6 +783,7 @@ void san_sock_fin_sent(struct san_sock *s)
 {
 	int x = san_sock_x_own(s);
 
+	san_stats_conn_set(s->stc, SAN_CS_CLOSING, SAN_CONN_KEEP, 0);
 	if (s->ypeer >= 0)
 		(void)san_sys_shutdown(s->ypeer, SHUT_WR);
 	if (x >= 0) {
@@ -1016,6 +1037,7 @@ int san_sock_swap(struct san_sock *s)
 		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_ADD, s->ep[i].fd, &s->ep[i].ev);
 	san_fd_set_state(s->fd, SAN_FD_SWITCHED);
 	count_switched(s);
+	san_stats_conn_set(s->stc, SAN_CS_SWITCHED, SAN_CONN_KEEP, 0);
 	/* From now on X's readiness is the ring's: arm (or ring X if frames already wait). */
 	(void)san_conn_rx_arm(s);
 	san_up_watch_anchor(s);
@@ -1280,9 +1302,13 @@ static ssize_t sock_direct(struct san_sock *s, int fd, struct msghdr *m, int fla
 	s->in_kernel--;
 	if (r > 0 && send) {
 		s->tcp_tx += (uint64_t)r;
+		if (s->stc)
+			san_stats_conn_add(&s->stc->tcp_tx, (uint64_t)r);
 		a_sent(s);
 	} else if (r > 0 && !(flags & MSG_PEEK)) {
 		s->tcp_rx += (uint64_t)r;
+		if (s->stc)
+			san_stats_conn_add(&s->stc->tcp_rx, (uint64_t)r);
 	}
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
@@ -1740,6 +1766,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			r = san_sys_sendmsg(s->tcp, &mh, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (r > 0) {
 				s->tcp_tx += (uint64_t)r;
+				if (s->stc)
+					san_stats_conn_add(&s->stc->tcp_tx, (uint64_t)r);
 				a_sent(s);
 			}
 			if (r == -EAGAIN && sock_send_would_wait(s))
@@ -1959,8 +1987,11 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			mh.msg_iov = v;
 			mh.msg_iovlen = (size_t)cnt;
 			r = san_sys_recvmsg(s->tcp, &mh, flags | MSG_DONTWAIT);
-			if (r > 0 && !(flags & MSG_PEEK))
+			if (r > 0 && !(flags & MSG_PEEK)) {
 				s->tcp_rx += (uint64_t)r;
+				if (s->stc)
+					san_stats_conn_add(&s->stc->tcp_rx, (uint64_t)r);
+			}
 			/*
 			 * B: data from A with no PROPOSE handled, past the point where a switch
 			 * at the other end would have proposed (before its first byte with
@@ -2694,6 +2725,7 @@ void san_sock_atfork_child(void)
 		pthread_mutex_init(&s->lock, NULL);
 		pthread_cond_init(&s->cond, NULL);
 		s->ew = NULL; /* the engine thread did not survive */
+		s->stc = NULL; /* the parent's file: the child has its own (san_stats_conn.h) */
 		san_up_unname_child(s);
 		s->name_decided = false;
 		if (s->tx_mute) {
@@ -2801,6 +2833,8 @@ bool san_sock_on_close(int fd)
 	}
 	san_sock_tx_unmute(s, false);
 	s->closing = true;
+	/* its slot is released with the number (san_stats_fd_close): a new connection's then */
+	s->stc = NULL;
 	if (s->committed && !s->swapped && s->rx == SK_RX_DRAIN && s->tcp_rx == s->x_peer) {
 		/*
 		 * The application read everything before the peer's MARK but not the MARK: left

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core/san_stats.h"
+#include "core/san_stats_conn.h"
 #include "core/san_sys.h"
 
 /*
@@ -22,8 +23,10 @@ void san_track_new(int fd, const char *call)
 {
 	enum san_fd_state old = san_fd_clear(fd);
 
-	if (unlikely(old != SAN_FD_UNTRACKED))
+	if (unlikely(old != SAN_FD_UNTRACKED)) {
+		san_stats_conn_release_stale(fd);
 		san_debug("fd %d: stale %s entry dropped by %s", fd, san_fd_state_name(old), call);
+	}
 }
 
 void san_track_socket(int fd, int domain, int type, int protocol)
@@ -66,8 +69,10 @@ void san_track_connect(int fd, int ret)
 	if (old < 0)
 		return;
 	/* A connect() retried after EINTR is still the one active open. */
-	if (old != SAN_FD_ACTIVE)
+	if (old != SAN_FD_ACTIVE) {
 		san_stats_add(SAN_STAT_CONNECTS, 1);
+		(void)san_stats_conn_claim(fd, SAN_ROLE_CLIENT);
+	}
 	san_debug("fd %d: active (connect %s)", fd, ret == 0 ? "done" : "in progress");
 }
 
@@ -127,6 +132,7 @@ void san_track_accept(int lfd, int fd, int flags)
 		return;
 	}
 	san_stats_add(SAN_STAT_ACCEPTS, 1);
+	(void)san_stats_conn_claim(fd, SAN_ROLE_SERVER);
 	san_debug("fd %d: passive (accepted on listener %d)", fd, lfd);
 }
 
