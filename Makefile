@@ -1,6 +1,6 @@
 # libsanswitch — top-level build.
 #
-#   make                 build build/libsanswitch.so and the tools in build/
+#   make                 build build/libsanswitch.so, build/sanstat (tools/) and the test tools in build/
 #   make check           install test dependencies, build, run unit + end-to-end tests
 #   make check SANITIZE=address      the same, everything built with AddressSanitizer into
 #                        build-asan/ (SANITIZE=undefined: UBSan, build-ubsan/; address,undefined:
@@ -91,7 +91,7 @@ MAP      := preload/libsanswitch.map
 UNIT     := $(B)/check_unit
 
 .PHONY: all check unit e2e demo bench install uninstall clean deps format rxe-check rxe-bench
-all: $(SO) $(TOOLS)
+all: $(SO) $(TOOLS) $(B)/sanstat
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -112,6 +112,12 @@ SANVERBS_OBJ := $(call obj,core/san_verbs.c core/san_rdma_syms.c core/san_vpool.
 $(B)/sanverbs: tests/tools/sanverbs.c $(SANVERBS_OBJ)
 	@mkdir -p $(B)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(SANVERBS_OBJ) -ldl -lpthread
+
+# sanstat reads the stats files: the reader's side of core/san_stats.h, nothing else of core/.
+SANSTAT_OBJ := $(call obj,core/san_stats_file.c)
+$(B)/sanstat: tools/sanstat.c $(SANSTAT_OBJ)
+	@mkdir -p $(B)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(SANSTAT_OBJ)
 
 # The squatter of the two-user test speaks the side-channel protocol: the engine's own code.
 $(B)/sansquat: tests/tools/sansquat.c $(UNIT_LIB_OBJ)
@@ -151,23 +157,26 @@ bench: deps
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR)/sanswitch $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man7 \
-	           $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5
+	           $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/sanswitch/libsanswitch.so
-	install -m 0755 $(B)/sanverify $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(B)/sanverify $(B)/sanstat $(DESTDIR)$(BINDIR)/
 	install -m 0644 man/*.7 $(DESTDIR)$(MANDIR)/man7/
 	install -m 0644 man/*.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 man/*.8 $(DESTDIR)$(MANDIR)/man8/
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/sanswitch/libsanswitch.so
 	-rmdir $(DESTDIR)$(LIBDIR)/sanswitch 2>/dev/null
-	rm -f $(DESTDIR)$(BINDIR)/sanverify
+	rm -f $(DESTDIR)$(BINDIR)/sanverify $(DESTDIR)$(BINDIR)/sanstat
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man7/,$(notdir $(wildcard man/*.7)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(wildcard man/*.5)))
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard man/*.1)))
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(wildcard man/*.8)))
 
 format:
 	clang-format -i $(PRELOAD_SRC) $(CORE_SRC) $(VERBS_SRC) $(PROTO_SRC) $(UNIT_SRC) $(TOOL_SRC) \
+	    tools/sanstat.c \
 	    $(wildcard preload/*.h core/*.h proto/*.h tests/unit/*.h)
 
 clean:

@@ -645,7 +645,9 @@ static int sock_stats_prov(const struct san_sock *s)
 void san_sock_commit(struct san_sock *s)
 {
 	s->committed = true;
-	san_stats_conn_set(s->stc, SAN_CS_UPGRADING, sock_stats_prov(s), 0);
+	/* its stream goes over the provider from here (the swap of the fd comes later, or never
+	 * for a pure sender, which never reads past the peer's MARK) */
+	san_stats_conn_set(s->stc, SAN_CS_SWITCHED, sock_stats_prov(s), 0);
 	san_stats_conn_set_addrs(s->stc, &s->tuple, SAN_CA_LOCAL | SAN_CA_PEER);
 	sock_flags_all(s, SAN_FDF_COMMITTED, 0);
 	sock_windows(s);
@@ -1037,7 +1039,6 @@ int san_sock_swap(struct san_sock *s)
 		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_ADD, s->ep[i].fd, &s->ep[i].ev);
 	san_fd_set_state(s->fd, SAN_FD_SWITCHED);
 	count_switched(s);
-	san_stats_conn_set(s->stc, SAN_CS_SWITCHED, SAN_CONN_KEEP, 0);
 	/* From now on X's readiness is the ring's: arm (or ring X if frames already wait). */
 	(void)san_conn_rx_arm(s);
 	san_up_watch_anchor(s);
@@ -1185,6 +1186,7 @@ bool san_sock_retry_later(struct san_sock *s)
 	    san_core_is_sandboxed())
 		return false;
 	s->attempted = false;
+	san_stats_conn_set(s->stc, SAN_CS_CANDIDATE, SAN_CONN_KEEP, 0);
 	s->ex_retry = s->ex_done + 1;
 	s->retry_bytes = s->tcp_tx + s->tcp_rx + SAN_SWITCH_BYTES;
 	/*
@@ -1430,6 +1432,7 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
 	 * connection proposed late (a peer on this host, bytes moved already) is shm's alone:
 	 * verbs proposes before the first byte and would refuse it as STATE.
 	 */
+	san_stats_conn_set(s->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
 	for (; p && !(s->late && p != &san_prov_shm); p = san_prov_for_a(p)) {
 		s->prov = p;
 		if (p->propose(s) != SAN_PROV_NO_PEER)

@@ -62,45 +62,6 @@ static long san_stats_sys_close(int fd)
 	return syscall(SYS_close, fd);
 }
 
-int san_stats_parse_procstat(const char *line, char comm[16], uint64_t *start_ticks)
-{
-	const char *lp = strchr(line, '(');
-	const char *rp = strrchr(line, ')');
-	const char *p;
-	size_t len;
-	int field;
-
-	/* comm may hold spaces and parentheses itself: it ends at the last ')'. */
-	if (!lp || !rp || rp < lp)
-		return -EINVAL;
-	len = (size_t)(rp - lp - 1);
-	if (len > 15)
-		len = 15;
-	memcpy(comm, lp + 1, len);
-	comm[len] = '\0';
-	/* ") S ppid ...": the state is field 3, starttime field 22. */
-	p = rp + 1;
-	for (field = 3; field <= 22; field++) {
-		char *end;
-		unsigned long long v;
-
-		while (*p == ' ')
-			p++;
-		if (!*p || *p == '\n')
-			return -EINVAL;
-		if (field < 22) {
-			p += strcspn(p, " ");
-			continue;
-		}
-		errno = 0;
-		v = strtoull(p, &end, 10);
-		if (end == p || errno)
-			return -EINVAL;
-		*start_ticks = v;
-	}
-	return 0;
-}
-
 /* Up to @size - 1 bytes of the file at @path, NUL-terminated; the length, or -errno. */
 static long san_stats_slurp(const char *path, char *buf, size_t size)
 {

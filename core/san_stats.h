@@ -290,9 +290,9 @@ bool san_stats_take_over(void);
 bool san_stats_exec_hands_over(char *const envp[], bool preload_by_env, enum san_cfg_stats ours);
 
 /*
- * Read and validate a stats file (the sanstat side, core/san_stats_file.c): 0, -errno, or
- * -EPROTO for a file that is no stats file of this version (wrong magic or version, sizes that
- * do not add up, not a regular file, larger than 4 MiB). @out is in this build's layout: a
+ * Read and validate a stats file (the sanstat side, core/san_stats_file.c): 0, -errno,
+ * -EPROTONOSUPPORT for a stats file of another version, or -EPROTO for a file that is no stats
+ * file (wrong magic, sizes that do not add up, not a regular file, larger than 4 MiB). @out is in this build's layout: a
  * later layout's extra counters and slots are left out. Only whole connection records are
  * taken: a slot being written while it was read, or holding values no writer makes, is left
  * free in @out and counted in *@skipped (may be NULL). Never blocks on the writer.

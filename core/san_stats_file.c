@@ -113,6 +113,47 @@ const char *san_conn_role_name(unsigned int role)
 	return role == SAN_ROLE_CLIENT ? "client" : role == SAN_ROLE_SERVER ? "server" : "?";
 }
 
+/* ---------------------------------------------------------------- /proc/<pid>/stat */
+
+int san_stats_parse_procstat(const char *line, char comm[16], uint64_t *start_ticks)
+{
+	const char *lp = strchr(line, '(');
+	const char *rp = strrchr(line, ')');
+	const char *p;
+	size_t len;
+	int field;
+
+	/* comm may hold spaces and parentheses itself: it ends at the last ')'. */
+	if (!lp || !rp || rp < lp)
+		return -EINVAL;
+	len = (size_t)(rp - lp - 1);
+	if (len > 15)
+		len = 15;
+	memcpy(comm, lp + 1, len);
+	comm[len] = '\0';
+	/* ") S ppid ...": the state is field 3, starttime field 22. */
+	p = rp + 1;
+	for (field = 3; field <= 22; field++) {
+		char *end;
+		unsigned long long v;
+
+		while (*p == ' ')
+			p++;
+		if (!*p || *p == '\n')
+			return -EINVAL;
+		if (field < 22) {
+			p += strcspn(p, " ");
+			continue;
+		}
+		errno = 0;
+		v = strtoull(p, &end, 10);
+		if (end == p || errno)
+			return -EINVAL;
+		*start_ticks = v;
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------------- TCP byte counts */
 
 /*
@@ -324,7 +365,8 @@ int san_stats_file_read(const char *path, struct san_stats_file *out, unsigned i
 		if ((err = san_stats_pread_all(fd, a, size)) || (err = san_stats_pread_all(fd, b, size)))
 			goto out;
 		memcpy(&h, a, sizeof(h));
-		err = -EPROTO;
+		err = h.magic == SAN_STATS_MAGIC && h.version != SAN_STATS_VERSION ? -EPROTONOSUPPORT
+										     : -EPROTO;
 		if (!san_stats_hdr_sane(&h, size))
 			goto out;
 		memset(out, 0, sizeof(*out));

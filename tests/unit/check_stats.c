@@ -320,10 +320,10 @@ START_TEST(test_file_read_rejects)
 	good.hdr.magic = SAN_STATS_MAGIC;
 	good.hdr.version = SAN_STATS_VERSION + 1;
 	write_file(p, &good, sizeof(good));
-	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTO);
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTONOSUPPORT);
 	good.hdr.version = 1; /* the layout before the connection table */
 	write_file(p, &good, sizeof(good));
-	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTO);
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTONOSUPPORT);
 	good.hdr.version = SAN_STATS_VERSION;
 	good.hdr.hdr_len = 32;
 	write_file(p, &good, sizeof(good));
