@@ -157,17 +157,6 @@ void san_stats_conn_release(int fd)
 	san_fd_set_flags(fd, 0, SAN_FDF_STATSLOT);
 }
 
-void san_stats_conn_release_stale(int fd)
-{
-	struct san_stats_conn *t = slots();
-
-	if (!t || fd < 0)
-		return;
-	for (unsigned int i = 0; i < SAN_STATS_CONNS; i++)
-		if (__atomic_load_n(&slot_fd[i], __ATOMIC_RELAXED) == fd + 1)
-			slot_free(t, (int)i);
-}
-
 void san_stats_conn_set(struct san_stats_conn *c, enum san_stats_cstate state, int prov,
 			unsigned int reason)
 {

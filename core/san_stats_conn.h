@@ -26,8 +26,6 @@ struct san_stats_conn *san_stats_conn_of(int fd);
 void san_stats_conn_rekey(int fd, int nfd);
 /* The process let go of @fd's connection: its slot is free (nothing if it had none). */
 void san_stats_conn_release(int fd);
-/* As release, for an fd whose table entry is gone already (a close we did not see). */
-void san_stats_conn_release_stale(int fd);
 
 #define SAN_CONN_KEEP (-1) /* san_stats_conn_set: leave prov as it is */
 
