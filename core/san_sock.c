@@ -1622,6 +1622,25 @@ static bool spin_for(struct san_sock *s)
  * Returns 1 to go on; otherwise the call's result: SAN_PASS (no sock: plain TCP from now on),
  * -ECONNRESET (a fork child's orphaned copy), 0 (nothing asked for: TCP returns 0 at once).
  */
+/*
+ * A fork child's candidate gets its stats slot when the child first moves data on it: the
+ * child's file starts empty (san_stats_conn.h), and a child that only execs or closes what it
+ * inherited (most do) makes no file for it. A forking server's child serving the connection
+ * shows it from its first call. Takes the lock.
+ */
+static void sock_stats_child_claim(struct san_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->stc_child && !s->closing) {
+		s->stc = san_stats_conn_claim(s->fd, s->role == SAN_UP_ROLE_A ? SAN_ROLE_CLIENT
+									     : SAN_ROLE_SERVER);
+		if (s->tuple_known)
+			san_stats_conn_set_addrs(s->stc, &s->tuple, SAN_CA_LOCAL | SAN_CA_PEER);
+	}
+	__atomic_store_n(&s->stc_child, false, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&s->lock);
+}
+
 static ssize_t sock_io_begin(int fd, const struct msghdr *m, struct san_sock **sp, size_t *total)
 {
 	struct san_sock *s = san_sock_get(fd);
@@ -1635,6 +1654,8 @@ static ssize_t sock_io_begin(int fd, const struct msghdr *m, struct san_sock **s
 		san_sock_put(s);
 		return -ECONNRESET;
 	}
+	if (unlikely(__atomic_load_n(&s->stc_child, __ATOMIC_RELAXED)))
+		sock_stats_child_claim(s);
 	*total = iov_total(m->msg_iov, m->msg_iovlen);
 	if (!*total) {
 		san_sock_put(s);
@@ -2743,6 +2764,7 @@ void san_sock_atfork_child(void)
 			s->src_out = s->direct_out = s->direct_claimed = false;
 		} else if (!s->dropped && !s->attempted && s->fork_base_ok) {
 			s->forked = true;
+			s->stc_child = true;
 			s->in_kernel = 0;
 			/* the parent's calls and waits were the parent's */
 			s->touched = false;

@@ -186,6 +186,8 @@ struct san_sock {
 	int lowat_app; /* committed, not swapped: the application's SO_RCVLOWAT (> 1), ours is 1 */
 	struct san_stats_conn *stc; /* its slot in the stats file (san_stats_conn.h), or NULL;
 				     * set at its start, NULL from its close and in a fork child */
+	bool stc_child; /* a fork child's candidate: its slot is claimed at its first data call
+			 * here (atomic; the claim under the lock) */
 };
 
 /*

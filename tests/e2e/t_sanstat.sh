@@ -2,8 +2,9 @@
 # t_sanstat — sanstat(8) while iperf3 runs: both ends preloaded, the data connection is seen on shm,
 # switched, its SAN bytes growing between two looks and never above what iperf3 says it moved; one
 # end preloaded, it is seen on tcp, fallback no_peer, its TCP bytes (the kernel's) growing; --json
-# parses with jq; -p, --port and --state filter; a broken file is skipped with a note; bad options
-# and an unknown pid are errors.
+# parses with jq; -p, --port and --state filter; a forking server's child shows the connection it
+# serves, its parent not; a broken file is skipped with a note; bad options and an unknown pid
+# are errors.
 # timeout: 120
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -60,7 +61,7 @@ jn() { jq -r "$2" <<<"$1"; }
 start_listener sw.srv pre 4 iperf3 -s -1 -J -B 127.0.0.1 -p '{PORT}'
 SRV=$SERVER_PID
 PORT=$SERVER_PORT
-spawn sw.cli pre iperf3 -c 127.0.0.1 -p "$PORT" -t 4 -J
+spawn sw.cli pre iperf3 -c 127.0.0.1 -p "$PORT" -t 8 -J
 CLI=$SPAWN_PID
 # iperf3's data connection (its control connection moves a few hundred bytes only)
 data='.peer.port == '"$PORT"' and .san_tx_bytes > 1000000'
@@ -125,7 +126,7 @@ look swgone --port "$PORT"
 start_listener fb.srv none 4 iperf3 -s -1 -J -B 127.0.0.1 -p '{PORT}'
 SRV=$SERVER_PID
 PORT=$SERVER_PORT
-spawn fb.cli pre iperf3 -c 127.0.0.1 -p "$PORT" -t 4 -J
+spawn fb.cli pre iperf3 -c 127.0.0.1 -p "$PORT" -t 8 -J
 CLI=$SPAWN_PID
 data='.peer.port == '"$PORT"' and .tcp_tx_bytes > 1000000'
 wait_conn fb1 "$CLI" "$data"
@@ -155,6 +156,37 @@ wait_pid "$CLI" 30 || { show "$TMP/fb.cli.err"; fail "iperf3 client failed"; }
 wait_pid "$SRV" 30 || { show "$TMP/fb.srv.err"; fail "iperf3 server failed"; }
 sent=$(iperf_bytes "$TMP/fb.cli.out") || exit 1
 [ "$tx2" -le "$sent" ] || fail "sanstat said $tx2 bytes sent over TCP, iperf3 sent $sent in all"
+
+# ------------------------------------------------------------ a forking server's child
+# The child serves the connection it inherited; the parent closed its copy. The child's own file
+# shows it (from the child's first data call), the parent's shows nothing.
+start_pf fk.srv pre "$PY" "$E2E_DIR/sanstat_fork.py" server '{PORTFILE}' "$TMP/fk.pid"
+SRV=$SERVER_PID
+spawn fk.cli pre "$PY" "$E2E_DIR/sanstat_fork.py" client "$SERVER_PORT" "$TMP/fk.pid" 4
+CLI=$SPAWN_PID
+for ((i = 0; i < 100; i++)); do
+	[ -s "$TMP/fk.pid" ] && break
+	sleep 0.05
+done
+CHILD=$(cat "$TMP/fk.pid" 2>/dev/null)
+[ -n "$CHILD" ] || fail "the forking server's child did not start"
+moved='(.san_rx_bytes + .tcp_rx_bytes)'
+wait_conn fk1 "$CHILD" ".local.port == $SERVER_PORT and .role == \"server\" and $moved > 0"
+c1=$CONN
+log "the child's connection: $c1"
+sleep 1
+look fk2 -p "$CHILD"
+c2=$(conn "$TMP/fk2.json" "$CHILD" ".fd == $(jn "$c1" .fd) and .generation == $(jn "$c1" .generation)")
+[ -n "$c2" ] || { show "$TMP/fk2.json"; fail "the child's connection is gone at the second look"; }
+[ "$(jn "$c2" "$moved")" -gt "$(jn "$c1" "$moved")" ] ||
+	fail "the child's connection did not move more bytes: $c1 then $c2"
+look fkp --port "$SERVER_PORT"
+[ "$(jq -c "[.processes[] | select(.pid == $SRV) | .connections[]] | length" "$TMP/fkp.json")" -eq 0 ] ||
+	{ show "$TMP/fkp.json"; fail "the parent still shows the connection it closed"; }
+[ "$(jq -c "[.processes[] | select(.pid == $CHILD) | .connections[]] | length" "$TMP/fkp.json")" -eq 1 ] ||
+	{ show "$TMP/fkp.json"; fail "--port does not show the child's connection once"; }
+wait_pid "$CLI" 30 || { show "$TMP/fk.cli.err"; fail "the forking server's client failed"; }
+wait_pid "$SRV" 30 || { show "$TMP/fk.srv.err"; fail "the forking server failed"; }
 
 # ------------------------------------------------------------ broken files, bad options
 mkdir "$TMP/shm"
