@@ -2,9 +2,9 @@
 # t_sanstat — sanstat(8) while iperf3 runs: both ends preloaded, the data connection is seen on shm,
 # switched, its SAN bytes growing between two looks and never above what iperf3 says it moved; one
 # end preloaded, it is seen on tcp, fallback no_peer, its TCP bytes (the kernel's) growing; --json
-# parses with jq; -p, --port and --state filter; a forking server's child shows the connection it
-# serves, its parent not; a broken file is skipped with a note; bad options and an unknown pid
-# are errors.
+# parses with jq; -p, --port and --state filter; another user sees none of it; a forking server's
+# child shows the connection it serves, its parent not; a broken file is skipped with a note; bad
+# options and an unknown pid are errors.
 # timeout: 120
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -108,6 +108,20 @@ look swf -p "$CLI" --state fallback
 "$SANSTAT" -p "$CLI" >"$TMP/sw.txt" 2>&1 || { show "$TMP/sw.txt"; fail "sanstat -p $CLI: exit $?"; }
 grep -E "^switched +shm +client +127\.0\.0\.1:[0-9]+ +127\.0\.0\.1:$PORT +[0-9]+ +$CLI/iperf3 +[0-9]+" "$TMP/sw.txt" >/dev/null ||
 	{ show "$TMP/sw.txt"; fail "no text line of the switched data connection"; }
+# another user sees none of them (the files are mode 0600), and -p says why
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null &&
+	setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
+	rc=0
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$SANSTAT" -p "$SRV" >"$TMP/other.txt" 2>&1 || rc=$?
+	[ "$rc" -eq 1 ] && grep -q "sanswitch.$SRV: Permission denied (another user's process" "$TMP/other.txt" ||
+		{ show "$TMP/other.txt"; fail "another user's sanstat -p $SRV: exit $rc"; }
+	rc=0
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$SANSTAT" --json --port "$PORT" >"$TMP/other.json" 2>&1 || rc=$?
+	[ "$rc" -eq 0 ] && jq -e '.processes == []' "$TMP/other.json" >/dev/null ||
+		{ show "$TMP/other.json"; fail "another user's sanstat shows root's processes (exit $rc)"; }
+else
+	log "note: not root (or no setpriv): another user's view not checked"
+fi
 # -s: the counters
 "$SANSTAT" -s -p "$SRV" >"$TMP/sws.txt" 2>&1 || { show "$TMP/sws.txt"; fail "sanstat -s: exit $?"; }
 grep -Eq "^$SRV/iperf3: 2 connections open" "$TMP/sws.txt" && grep -Eq " switched=2 .* accepts=2 " "$TMP/sws.txt" ||
