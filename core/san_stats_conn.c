@@ -36,7 +36,7 @@ static bool slot_lock(struct san_stats_conn *c)
 		uint32_t s = __atomic_load_n(&c->seq, __ATOMIC_RELAXED);
 
 		if (!(s & 1) && __atomic_compare_exchange_n(&c->seq, &s, s + 1, false,
-							   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+							    __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
 			/* the record's stores must not be seen before the odd seq */
 			__atomic_thread_fence(__ATOMIC_RELEASE);
 			return true;
@@ -81,8 +81,8 @@ struct san_stats_conn *san_stats_conn_claim(int fd, enum san_stats_role role)
 
 		i = ((unsigned int)fd + k) & SLOT_MASK;
 		if (!__atomic_load_n(&slot_fd[i], __ATOMIC_RELAXED) &&
-		    __atomic_compare_exchange_n(&slot_fd[i], &free_, fd + 1, false, __ATOMIC_ACQUIRE,
-						__ATOMIC_RELAXED))
+		    __atomic_compare_exchange_n(&slot_fd[i], &free_, fd + 1, false,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			break;
 	}
 	c = &f->conns[i];

@@ -15,7 +15,6 @@
  * (Makefile), and the library and the unit runner link it with the rest of core/.
  */
 
-
 /* clang-format off */
 static const char *const san_stat_names[SAN_STAT_NR] = {
 	[SAN_STAT_SWITCHED] = "switched",
@@ -84,7 +83,6 @@ const char *san_fb_name(unsigned int reason)
 {
 	return san_fb_names[san_fb_slot(reason)];
 }
-
 
 static const char *const san_conn_state_names[SAN_CS_NR] = {
 	[SAN_CS_FREE] = "free",		  [SAN_CS_CANDIDATE] = "candidate",
@@ -228,7 +226,8 @@ size_t san_stats_format_line(char *buf, size_t size, const struct san_stats_file
 	n = snprintf(buf, size - 1, "sanswitch: pid=%d", (int)f->hdr.pid);
 	len = n > 0 ? (size_t)n : 0;
 	for (i = 0; i < SAN_STAT_NR && len < size - 1; i++) {
-		n = snprintf(buf + len, size - 1 - len, " %s=%" PRIu64, san_stat_name((enum san_stat)i),
+		n = snprintf(buf + len, size - 1 - len, " %s=%" PRIu64,
+			     san_stat_name((enum san_stat)i),
 			     __atomic_load_n(&f->counters[i], __ATOMIC_RELAXED));
 		len += n > 0 ? (size_t)n : 0;
 	}
@@ -279,8 +278,8 @@ static bool san_stats_hdr_sane(const struct san_stats_hdr *h, size_t size)
 	if (h->magic != SAN_STATS_MAGIC || h->version != SAN_STATS_VERSION ||
 	    h->hdr_len < sizeof(*h) || h->hdr_len % 8 || h->nr_counters > 4096 ||
 	    h->nr_reasons > 4096 || h->nr_conns > 65536 ||
-	    h->conn_len < sizeof(struct san_stats_conn) || h->conn_len > 4096 ||
-	    h->conn_len % 8 || h->conn_off % 8)
+	    h->conn_len < sizeof(struct san_stats_conn) || h->conn_len > 4096 || h->conn_len % 8 ||
+	    h->conn_off % 8)
 		return false;
 	counts_end = (uint64_t)h->hdr_len + 8 * ((uint64_t)h->nr_counters + h->nr_reasons);
 	conns_end = (uint64_t)h->conn_off + (uint64_t)h->nr_conns * h->conn_len;
@@ -362,17 +361,19 @@ int san_stats_file_read(const char *path, struct san_stats_file *out, unsigned i
 		goto out;
 	}
 	for (tries = 0; tries < SAN_STATS_READ_TRIES; tries++) {
-		if ((err = san_stats_pread_all(fd, a, size)) || (err = san_stats_pread_all(fd, b, size)))
+		if ((err = san_stats_pread_all(fd, a, size)) ||
+		    (err = san_stats_pread_all(fd, b, size)))
 			goto out;
 		memcpy(&h, a, sizeof(h));
-		err = h.magic == SAN_STATS_MAGIC && h.version != SAN_STATS_VERSION ? -EPROTONOSUPPORT
-										     : -EPROTO;
+		err = h.magic == SAN_STATS_MAGIC && h.version != SAN_STATS_VERSION
+			      ? -EPROTONOSUPPORT
+			      : -EPROTO;
 		if (!san_stats_hdr_sane(&h, size))
 			goto out;
 		memset(out, 0, sizeof(*out));
 		memcpy(&out->hdr, &h, sizeof(h));
-		out->hdr.nr_counters = h.nr_counters < SAN_STATS_COUNTERS ? h.nr_counters
-									  : SAN_STATS_COUNTERS;
+		out->hdr.nr_counters =
+			h.nr_counters < SAN_STATS_COUNTERS ? h.nr_counters : SAN_STATS_COUNTERS;
 		out->hdr.nr_reasons = h.nr_reasons < SAN_FB_SLOTS ? h.nr_reasons : SAN_FB_SLOTS;
 		out->hdr.nr_conns = h.nr_conns < SAN_STATS_CONNS ? h.nr_conns : SAN_STATS_CONNS;
 		/* (what this build's reader hands on: its own layout) */

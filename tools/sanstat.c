@@ -37,9 +37,9 @@
 
 struct opts {
 	const char *dir;
-	pid_t pid;	 /* 0: every process */
-	int port;	 /* -1: any */
-	int state;	 /* -1: any, else enum san_stats_cstate */
+	pid_t pid; /* 0: every process */
+	int port;  /* -1: any */
+	int state; /* -1: any, else enum san_stats_cstate */
 	bool json;
 	bool summary;
 	double interval; /* 0: once */
@@ -163,8 +163,9 @@ static int kernel_dump(int family)
 			if (h->nlmsg_type == NLMSG_ERROR) {
 				const struct nlmsgerr *e = NLMSG_DATA(h);
 
-				err = h->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error ? e->error
-											   : -EIO;
+				err = h->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error
+					      ? e->error
+					      : -EIO;
 				done = true;
 				break;
 			}
@@ -195,8 +196,9 @@ static void kernel_load(void)
 	e4 = kernel_dump(AF_INET);
 	e6 = kernel_dump(AF_INET6);
 	if ((e4 || e6) && !kernel_warned) {
-		fprintf(stderr, "sanstat: the kernel's socket table (sock_diag) could not be read: %s; "
-				"connections the library has no addresses for show none\n",
+		fprintf(stderr,
+			"sanstat: the kernel's socket table (sock_diag) could not be read: %s; "
+			"connections the library has no addresses for show none\n",
 			strerror(-(e4 ? e4 : e6)));
 		kernel_warned = true;
 	}
@@ -296,8 +298,8 @@ static bool row_wanted(const struct row *r, const struct opts *o)
 {
 	if (o->state >= 0 && r->c->state != o->state)
 		return false;
-	if (o->port >= 0 && !((r->have_local && r->lport == o->port) ||
-			      (r->have_peer && r->pport == o->port)))
+	if (o->port >= 0 &&
+	    !((r->have_local && r->lport == o->port) || (r->have_peer && r->pport == o->port)))
 		return false;
 	return true;
 }
@@ -344,8 +346,8 @@ static void json_str(const char *s)
 
 		if (ch == '"' || ch == '\\')
 			printf("\\%c", ch);
-		else if (ch < 0x20 || ch >= 0x7f)
-			printf("\\u%04x", ch); /* (bytes above 0x7f as Latin-1: valid JSON always) */
+		else if (ch < 0x20 || ch >= 0x7f) /* (above 0x7f as Latin-1: valid JSON always) */
+			printf("\\u%04x", ch);
 		else
 			putchar(ch);
 	}
@@ -356,8 +358,8 @@ static void json_row(const struct row *r, bool first)
 {
 	const struct san_stats_conn *c = r->c;
 
-	printf("%s{\"fd\":%d,\"state\":\"%s\",\"provider\":\"%s\",\"role\":\"%s\",", first ? "" : ",",
-	       c->fd, san_conn_state_name(c->state), san_conn_prov_name(c->prov),
+	printf("%s{\"fd\":%d,\"state\":\"%s\",\"provider\":\"%s\",\"role\":\"%s\",",
+	       first ? "" : ",", c->fd, san_conn_state_name(c->state), san_conn_prov_name(c->prov),
 	       san_conn_role_name(c->role));
 	printf("\"local\":");
 	if (r->have_local)
@@ -370,7 +372,8 @@ static void json_row(const struct row *r, bool first)
 	else
 		printf("null");
 	printf(",\"san_tx_bytes\":%" PRIu64 ",\"san_rx_bytes\":%" PRIu64
-	       ",\"tcp_tx_bytes\":%" PRIu64 ",\"tcp_rx_bytes\":%" PRIu64 ",\"tcp_bytes_from\":\"%s\"",
+	       ",\"tcp_tx_bytes\":%" PRIu64 ",\"tcp_rx_bytes\":%" PRIu64
+	       ",\"tcp_bytes_from\":\"%s\"",
 	       c->san_tx, c->san_rx, r->tcp_tx, r->tcp_rx, r->tcp_kernel ? "kernel" : "library");
 	printf(",\"fallback_reason\":");
 	if (c->state != SAN_CS_SWITCHED && c->reason)
@@ -533,8 +536,10 @@ static void do_file(struct pass *ps, const char *dir, const char *name)
 	if (err == -ENOENT)
 		return; /* the process exited meanwhile */
 	if (err == -EPROTONOSUPPORT) {
-		fprintf(stderr, "sanstat: %s: skipped: made by another version of libsanswitch "
-				"(this sanstat reads file version %d)\n", path, SAN_STATS_VERSION);
+		fprintf(stderr,
+			"sanstat: %s: skipped: made by another version of libsanswitch "
+			"(this sanstat reads file version %d)\n",
+			path, SAN_STATS_VERSION);
 		return;
 	}
 	if (err == -EPROTO) {
@@ -578,7 +583,8 @@ static int one_pass(const struct opts *o)
 
 	dir = opendir(o->dir);
 	if (!dir) {
-		fprintf(stderr, "sanstat: cannot read the directory %s: %s\n", o->dir, strerror(errno));
+		fprintf(stderr, "sanstat: cannot read the directory %s: %s\n", o->dir,
+			strerror(errno));
 		return 1;
 	}
 	kernel_load();
@@ -601,8 +607,9 @@ static int one_pass(const struct opts *o)
 		printf("]}\n");
 	if (o->pid && !ps.files) {
 		fflush(stdout);
-		fprintf(stderr, "sanstat: no stats file for pid %d in %s (not running under "
-				"libsanswitch, SANSWITCH_STATS=0, no TCP socket yet, or another user's)\n",
+		fprintf(stderr,
+			"sanstat: no stats file for pid %d in %s (not running under "
+			"libsanswitch, SANSWITCH_STATS=0, no TCP socket yet, or another user's)\n",
 			(int)o->pid, o->dir);
 		return 1;
 	}
@@ -623,7 +630,8 @@ static void usage(FILE *out)
 		"      --port N         only connections with local or peer port N\n"
 		"      --state S        only connections in state S: candidate, upgrading,\n"
 		"                       switched, fallback, closing\n"
-		"  -s, --summary        per process: its counters (the exit line's), no connections\n"
+		"  -s, --summary        per process: its counters (the exit line's), no "
+		"connections\n"
 		"  -j, --json           JSON (one document per look)\n"
 		"  -i, --interval SECS  look again every SECS seconds (until interrupted)\n"
 		"  -c, --count N        with -i: N looks, then exit\n"
@@ -644,11 +652,16 @@ static bool parse_long(const char *s, long lo, long hi, long *out)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
-		{ "pid", required_argument, NULL, 'p' },   { "port", required_argument, NULL, 'P' },
-		{ "state", required_argument, NULL, 'S' }, { "summary", no_argument, NULL, 's' },
-		{ "json", no_argument, NULL, 'j' },	   { "interval", required_argument, NULL, 'i' },
-		{ "count", required_argument, NULL, 'c' }, { "dir", required_argument, NULL, 'd' },
-		{ "help", no_argument, NULL, 'h' },	   { NULL, 0, NULL, 0 },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "port", required_argument, NULL, 'P' },
+		{ "state", required_argument, NULL, 'S' },
+		{ "summary", no_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "count", required_argument, NULL, 'c' },
+		{ "dir", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
 	};
 	int ch;
 	long v;
@@ -665,7 +678,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'P':
 			if (!parse_long(optarg, 0, 65535, &v)) {
-				fprintf(stderr, "sanstat: --port %s: not a port (0-65535)\n", optarg);
+				fprintf(stderr, "sanstat: --port %s: not a port (0-65535)\n",
+					optarg);
 				return EXIT_USAGE;
 			}
 			o->port = (int)v;
@@ -675,8 +689,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				if (!strcmp(optarg, san_conn_state_name((unsigned int)o->state)))
 					break;
 			if (o->state == SAN_CS_NR) {
-				fprintf(stderr, "sanstat: --state %s: want candidate, upgrading, "
-						"switched, fallback or closing\n", optarg);
+				fprintf(stderr,
+					"sanstat: --state %s: want candidate, upgrading, "
+					"switched, fallback or closing\n",
+					optarg);
 				return EXIT_USAGE;
 			}
 			break;
@@ -691,7 +707,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 
 			errno = 0;
 			o->interval = strtod(optarg, &end);
-			if (!*optarg || *end || errno || !(o->interval > 0 && o->interval <= 86400)) {
+			if (!*optarg || *end || errno ||
+			    !(o->interval > 0 && o->interval <= 86400)) {
 				fprintf(stderr, "sanstat: -i %s: want seconds, above 0\n", optarg);
 				return EXIT_USAGE;
 			}

@@ -298,7 +298,8 @@ START_TEST(test_concurrent_reader)
 		ck_assert_int_eq(san_fd_track(1000 + i, SAN_FD_ACTIVE, 0), 0);
 	san_stats_track();
 	for (i = 0; i < 4; i++)
-		ck_assert_int_eq(pthread_create(&th[i], NULL, churn, (void *)(intptr_t)(1000 + 16 * i)), 0);
+		ck_assert_int_eq(
+			pthread_create(&th[i], NULL, churn, (void *)(intptr_t)(1000 + 16 * i)), 0);
 	for (i = 0; i < 50; i++) {
 		struct san_stats_file *r = read_back(NULL);
 
@@ -311,7 +312,8 @@ START_TEST(test_concurrent_reader)
 			ck_assert_int_lt(c->fd, 1000 + 64);
 			ck_assert_uint_eq(c->role, SAN_ROLE_CLIENT);
 			ck_assert(c->state == SAN_CS_CANDIDATE || c->state == SAN_CS_SWITCHED);
-			ck_assert(c->prov == (c->state == SAN_CS_SWITCHED ? SAN_CP_SHM : SAN_CP_TCP));
+			ck_assert(c->prov ==
+				  (c->state == SAN_CS_SWITCHED ? SAN_CP_SHM : SAN_CP_TCP));
 		}
 	}
 	for (i = 0; i < 4; i++)
