@@ -1,6 +1,6 @@
 # libsanswitch — top-level build.
 #
-#   make                 build build/libsanswitch.so and the tools in build/
+#   make                 build build/libsanswitch.so, build/sanstat (tools/) and the test tools in build/
 #   make check           install test dependencies, build, run unit + end-to-end tests
 #   make check SANITIZE=address      the same, everything built with AddressSanitizer into
 #                        build-asan/ (SANITIZE=undefined: UBSan, build-ubsan/; address,undefined:
@@ -101,7 +101,7 @@ run_script = sed -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@VERSION@|$(VERSION)|g' tools
 	     >$(1).tmp && chmod 0755 $(1).tmp && mv $(1).tmp $(1)
 
 .PHONY: all check unit e2e demo bench install uninstall clean deps format rxe-check rxe-bench
-all: $(SO) $(TOOLS) $(RUN)
+all: $(SO) $(TOOLS) $(B)/sanstat $(RUN)
 
 $(RUN): tools/sanswitch-run.in Makefile
 	@mkdir -p $(B)
@@ -127,6 +127,12 @@ SANVERBS_OBJ := $(call obj,core/san_verbs.c core/san_rdma_syms.c core/san_vpool.
 $(B)/sanverbs: tests/tools/sanverbs.c $(SANVERBS_OBJ)
 	@mkdir -p $(B)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(SANVERBS_OBJ) -ldl -lpthread
+
+# sanstat reads the stats files: the reader's side of core/san_stats.h, nothing else of core/.
+SANSTAT_OBJ := $(call obj,core/san_stats_file.c)
+$(B)/sanstat: tools/sanstat.c $(SANSTAT_OBJ)
+	@mkdir -p $(B)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(SANSTAT_OBJ)
 
 # The squatter of the two-user test speaks the side-channel protocol: the engine's own code.
 $(B)/sansquat: tests/tools/sansquat.c $(UNIT_LIB_OBJ)
@@ -169,7 +175,7 @@ bench: deps
 install: all
 	install -d $(DESTDIR)$(LIBDIR)/sanswitch $(DESTDIR)$(BINDIR)
 	install -m 0755 $(SO) $(DESTDIR)$(LIBDIR)/sanswitch/libsanswitch.so
-	install -m 0755 $(B)/sanverify $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(B)/sanverify $(B)/sanstat $(DESTDIR)$(BINDIR)/
 	$(call run_script,$(DESTDIR)$(BINDIR)/sanswitch-run)
 	for p in $(MAN_PAGES); do \
 		d=$(DESTDIR)$(MANDIR)/man$${p##*.}; \
@@ -179,11 +185,12 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/sanswitch/libsanswitch.so
 	-rmdir $(DESTDIR)$(LIBDIR)/sanswitch 2>/dev/null
-	rm -f $(DESTDIR)$(BINDIR)/sanverify $(DESTDIR)$(BINDIR)/sanswitch-run
+	rm -f $(DESTDIR)$(BINDIR)/sanverify $(DESTDIR)$(BINDIR)/sanstat $(DESTDIR)$(BINDIR)/sanswitch-run
 	for p in $(notdir $(MAN_PAGES)); do rm -f "$(DESTDIR)$(MANDIR)/man$${p##*.}/$$p"; done
 
 format:
 	clang-format -i $(PRELOAD_SRC) $(CORE_SRC) $(VERBS_SRC) $(PROTO_SRC) $(UNIT_SRC) $(TOOL_SRC) \
+	    tools/sanstat.c \
 	    $(wildcard preload/*.h core/*.h proto/*.h tests/unit/*.h)
 
 clean:

@@ -10,6 +10,7 @@
 #include "core/san_shm_cma.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
+#include "core/san_stats_conn.h"
 #include "core/san_sys.h"
 #include "proto/san_bulk.h"
 #include "proto/san_frame.h"
@@ -296,8 +297,11 @@ static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt
 	}
 	if (!sent)
 		return -EAGAIN;
-	if (san_stats_enabled() && !s->txr.hold) /* held: counted once moved (src_move) */
+	if (san_stats_enabled() && !s->txr.hold) { /* held: counted once moved (src_move) */
 		san_stats_add(SAN_STAT_SAN_TX_BYTES, sent);
+		if (s->stc)
+			san_stats_conn_add(&s->stc->san_tx, sent);
+	}
 	return (ssize_t)sent;
 }
 
@@ -512,6 +516,8 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 	s->xfer_tx_id++;
 	if (san_stats_enabled() && !s->txr.hold) {
 		san_stats_add(SAN_STAT_SAN_TX_BYTES, len);
+		if (s->stc)
+			san_stats_conn_add(&s->stc->san_tx, len);
 		san_stats_add(grant ? SAN_STAT_GRANT_TX_BYTES : SAN_STAT_READ_TX_BYTES, len);
 	}
 	return (ssize_t)len;
@@ -579,6 +585,8 @@ static ssize_t send_direct(struct san_sock *s, const struct iovec *iov, int iovc
 	}
 	if (done && san_stats_enabled()) {
 		san_stats_add(SAN_STAT_SAN_TX_BYTES, done);
+		if (s->stc)
+			san_stats_conn_add(&s->stc->san_tx, done);
 		san_stats_add(SAN_STAT_DIRECT_TX_BYTES, done);
 	}
 	return (ssize_t)done;
@@ -743,6 +751,8 @@ ssize_t san_conn_src_move(struct san_sock *s, const struct iovec *iov, int iovcn
 	pthread_cond_broadcast(&s->cond); /* sends that waited for the slot */
 	if (san_stats_enabled()) {
 		san_stats_add(SAN_STAT_SAN_TX_BYTES, sent);
+		if (s->stc)
+			san_stats_conn_add(&s->stc->san_tx, sent);
 		if (mode == SAN_XFER_READ || mode == SAN_XFER_GRANT)
 			san_stats_add(mode == SAN_XFER_GRANT ? SAN_STAT_GRANT_TX_BYTES
 							     : SAN_STAT_READ_TX_BYTES,
@@ -789,6 +799,8 @@ ssize_t san_conn_src_settle(struct san_sock *s, bool give_up)
 	}
 	if (got && san_stats_enabled()) {
 		san_stats_add(SAN_STAT_SAN_TX_BYTES, got);
+		if (s->stc)
+			san_stats_conn_add(&s->stc->san_tx, got);
 		san_stats_add(SAN_STAT_DREAD_TX_BYTES, got);
 	}
 	return (ssize_t)got;
@@ -1420,8 +1432,11 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 	}
 out:
 	if (got) {
-		if (san_stats_enabled() && !(flags & MSG_PEEK))
+		if (san_stats_enabled() && !(flags & MSG_PEEK)) {
 			san_stats_add(SAN_STAT_SAN_RX_BYTES, got);
+			if (s->stc)
+				san_stats_conn_add(&s->stc->san_rx, got);
+		}
 		return (ssize_t)got;
 	}
 	if (!s->err && s->anchor_dead && !s->peer_fin &&

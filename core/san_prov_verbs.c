@@ -33,6 +33,7 @@
 #include "core/san_sock.h"
 #include "core/san_stage.h"
 #include "core/san_stats.h"
+#include "core/san_stats_conn.h"
 #include "core/san_sys.h"
 #include "core/san_verbs.h"
 #include "proto/san_frame.h"
@@ -483,6 +484,7 @@ static int v_attach(struct vconn *v, struct san_sock *s)
 	/* shm's one-copy paths read or write the peer process's memory: not across a fabric */
 	s->direct_off = s->src_off = true;
 	s->prov = &san_prov_verbs;
+	san_stats_conn_set(s->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
 	s->pv = v;
 	v->s = s;
 	san_sock_hold(s);

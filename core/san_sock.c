@@ -18,6 +18,7 @@
 #include "core/san_sock.h"
 #include "core/san_sig.h"
 #include "core/san_stats.h"
+#include "core/san_stats_conn.h"
 #include "core/san_sys.h"
 #include "proto/san_msg.h"
 #include "proto/san_upgrade.h"
@@ -376,6 +377,7 @@ static struct san_sock *sock_alloc(int fd, int role)
 	s->role = role;
 	s->refs = 1;
 	s->fdrefs = 1;
+	s->stc = san_stats_conn_of(fd);
 	s->tcp = fd;
 	s->side = s->xfd = s->xold = s->ylocal = s->ypeer = s->peer_pidfd = -1;
 	s->rx = SK_RX_TCP;
@@ -419,6 +421,8 @@ void san_sock_drop_fd(int fd, bool active, unsigned int reason)
 	san_fd_set_flags(fd, SAN_FDF_COUNTED | (active ? SAN_FDF_OPENED : 0), 0);
 	if (san_fd_set_state(fd, SAN_FD_CONN) >= 0 && reason && san_stats_enabled())
 		san_stats_fallback(reason);
+	if (unlikely(san_fd_flags(f) & SAN_FDF_STATSLOT))
+		san_stats_conn_set(san_stats_conn_of(fd), SAN_CS_FALLBACK, SAN_CP_TCP, reason);
 }
 
 void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
@@ -440,8 +444,10 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 			return;
 		/* the peer's address as given: a loopback peer needs no getsockname/getpeername */
 		s->to_known = to_known;
-		if (to_known)
+		if (to_known) {
 			s->tuple.peer = peer;
+			san_stats_conn_set_addrs(s->stc, &s->tuple, SAN_CA_PEER);
+		}
 		sock_register(s);
 	} else {
 		san_sock_drop_fd(fd, true, SAN_R_STATE);
@@ -485,6 +491,8 @@ void san_sock_adopt(const int *fds, int n, uint32_t flags)
 		if (san_fd_track(fds[i], SAN_FD_PASSIVE,
 				 flags | SAN_FDF_FORKED | (n > 1 ? SAN_FDF_DUP : 0)))
 			break;
+	if (i == n)
+		(void)san_stats_conn_claim(fds[0], SAN_ROLE_SERVER);
 	if (i < n || !(s = sock_alloc(fds[0], SAN_UP_ROLE_B))) {
 		while (i-- > 0)
 			san_sock_drop_fd(fds[i], false, i ? 0 : SAN_R_STATE);
@@ -626,9 +634,21 @@ int san_sock_rcvlowat(int fd, int *val, bool set)
 	return r;
 }
 
+/* The provider a connection's slot shows once it is committed to one. */
+static int sock_stats_prov(const struct san_sock *s)
+{
+	if (!s->prov)
+		return SAN_CONN_KEEP;
+	return s->prov->wire == SAN_PROV_VERBS ? SAN_CP_VERBS : SAN_CP_SHM;
+}
+
 void san_sock_commit(struct san_sock *s)
 {
 	s->committed = true;
+	/* its stream goes over the provider from here (the swap of the fd comes later, or never
+	 * for a pure sender, which never reads past the peer's MARK) */
+	san_stats_conn_set(s->stc, SAN_CS_SWITCHED, sock_stats_prov(s), 0);
+	san_stats_conn_set_addrs(s->stc, &s->tuple, SAN_CA_LOCAL | SAN_CA_PEER);
 	sock_flags_all(s, SAN_FDF_COMMITTED, 0);
 	sock_windows(s);
 	lowat_hold(s);
@@ -696,6 +716,8 @@ static void sock_reset(struct san_sock *s, int err, unsigned int reason, bool te
 	if (s->err)
 		return;
 	s->err = err;
+	if (s->committed)
+		san_stats_conn_set(s->stc, SAN_CS_CLOSING, SAN_CONN_KEEP, 0);
 	/* frames held for a move (san_conn_src_move) never become visible: the ABORT goes first */
 	san_shm_ring_prod_unhold(&s->txr);
 	/* (before the swap too: a pure sender's peer reads the ring, and must meet the reset) */
@@ -763,6 +785,7 @@ void san_sock_fin_sent(struct san_sock *s)
 {
 	int x = san_sock_x_own(s);
 
+	san_stats_conn_set(s->stc, SAN_CS_CLOSING, SAN_CONN_KEEP, 0);
 	if (s->ypeer >= 0)
 		(void)san_sys_shutdown(s->ypeer, SHUT_WR);
 	if (x >= 0) {
@@ -1163,6 +1186,7 @@ bool san_sock_retry_later(struct san_sock *s)
 	    san_core_is_sandboxed())
 		return false;
 	s->attempted = false;
+	san_stats_conn_set(s->stc, SAN_CS_CANDIDATE, SAN_CONN_KEEP, 0);
 	s->ex_retry = s->ex_done + 1;
 	s->retry_bytes = s->tcp_tx + s->tcp_rx + SAN_SWITCH_BYTES;
 	/*
@@ -1280,9 +1304,13 @@ static ssize_t sock_direct(struct san_sock *s, int fd, struct msghdr *m, int fla
 	s->in_kernel--;
 	if (r > 0 && send) {
 		s->tcp_tx += (uint64_t)r;
+		if (s->stc)
+			san_stats_conn_add(&s->stc->tcp_tx, (uint64_t)r);
 		a_sent(s);
 	} else if (r > 0 && !(flags & MSG_PEEK)) {
 		s->tcp_rx += (uint64_t)r;
+		if (s->stc)
+			san_stats_conn_add(&s->stc->tcp_rx, (uint64_t)r);
 	}
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
@@ -1404,6 +1432,7 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
 	 * connection proposed late (a peer on this host, bytes moved already) is shm's alone:
 	 * verbs proposes before the first byte and would refuse it as STATE.
 	 */
+	san_stats_conn_set(s->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
 	for (; p && !(s->late && p != &san_prov_shm); p = san_prov_for_a(p)) {
 		s->prov = p;
 		if (p->propose(s) != SAN_PROV_NO_PEER)
@@ -1593,6 +1622,25 @@ static bool spin_for(struct san_sock *s)
  * Returns 1 to go on; otherwise the call's result: SAN_PASS (no sock: plain TCP from now on),
  * -ECONNRESET (a fork child's orphaned copy), 0 (nothing asked for: TCP returns 0 at once).
  */
+/*
+ * A fork child's candidate gets its stats slot when the child first moves data on it: the
+ * child's file starts empty (san_stats_conn.h), and a child that only execs or closes what it
+ * inherited (most do) makes no file for it. A forking server's child serving the connection
+ * shows it from its first call. Takes the lock.
+ */
+static void sock_stats_child_claim(struct san_sock *s)
+{
+	pthread_mutex_lock(&s->lock);
+	if (s->stc_child && !s->closing) {
+		s->stc = san_stats_conn_claim(s->fd, s->role == SAN_UP_ROLE_A ? SAN_ROLE_CLIENT
+									     : SAN_ROLE_SERVER);
+		if (s->tuple_known)
+			san_stats_conn_set_addrs(s->stc, &s->tuple, SAN_CA_LOCAL | SAN_CA_PEER);
+	}
+	__atomic_store_n(&s->stc_child, false, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&s->lock);
+}
+
 static ssize_t sock_io_begin(int fd, const struct msghdr *m, struct san_sock **sp, size_t *total)
 {
 	struct san_sock *s = san_sock_get(fd);
@@ -1606,6 +1654,8 @@ static ssize_t sock_io_begin(int fd, const struct msghdr *m, struct san_sock **s
 		san_sock_put(s);
 		return -ECONNRESET;
 	}
+	if (unlikely(__atomic_load_n(&s->stc_child, __ATOMIC_RELAXED)))
+		sock_stats_child_claim(s);
 	*total = iov_total(m->msg_iov, m->msg_iovlen);
 	if (!*total) {
 		san_sock_put(s);
@@ -1740,6 +1790,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			r = san_sys_sendmsg(s->tcp, &mh, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (r > 0) {
 				s->tcp_tx += (uint64_t)r;
+				if (s->stc)
+					san_stats_conn_add(&s->stc->tcp_tx, (uint64_t)r);
 				a_sent(s);
 			}
 			if (r == -EAGAIN && sock_send_would_wait(s))
@@ -1959,8 +2011,11 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			mh.msg_iov = v;
 			mh.msg_iovlen = (size_t)cnt;
 			r = san_sys_recvmsg(s->tcp, &mh, flags | MSG_DONTWAIT);
-			if (r > 0 && !(flags & MSG_PEEK))
+			if (r > 0 && !(flags & MSG_PEEK)) {
 				s->tcp_rx += (uint64_t)r;
+				if (s->stc)
+					san_stats_conn_add(&s->stc->tcp_rx, (uint64_t)r);
+			}
 			/*
 			 * B: data from A with no PROPOSE handled, past the point where a switch
 			 * at the other end would have proposed (before its first byte with
@@ -2694,6 +2749,7 @@ void san_sock_atfork_child(void)
 		pthread_mutex_init(&s->lock, NULL);
 		pthread_cond_init(&s->cond, NULL);
 		s->ew = NULL; /* the engine thread did not survive */
+		s->stc = NULL; /* the parent's file: the child has its own (san_stats_conn.h) */
 		san_up_unname_child(s);
 		s->name_decided = false;
 		if (s->tx_mute) {
@@ -2708,6 +2764,7 @@ void san_sock_atfork_child(void)
 			s->src_out = s->direct_out = s->direct_claimed = false;
 		} else if (!s->dropped && !s->attempted && s->fork_base_ok) {
 			s->forked = true;
+			s->stc_child = true;
 			s->in_kernel = 0;
 			/* the parent's calls and waits were the parent's */
 			s->touched = false;
@@ -2801,6 +2858,8 @@ bool san_sock_on_close(int fd)
 	}
 	san_sock_tx_unmute(s, false);
 	s->closing = true;
+	/* its slot is released with the number (san_stats_fd_close): a new connection's then */
+	s->stc = NULL;
 	if (s->committed && !s->swapped && s->rx == SK_RX_DRAIN && s->tcp_rx == s->x_peer) {
 		/*
 		 * The application read everything before the peer's MARK but not the MARK: left

@@ -50,6 +50,7 @@ struct san_sock_epreg {
 };
 
 struct conn_name;
+struct san_stats_conn;
 
 struct san_sock {
 	struct san_sock *next; /* registry list (for B's lookup by 4-tuple) */
@@ -183,6 +184,10 @@ struct san_sock {
 	bool ep_overflow; /* more registrations than we can re-create: do not switch */
 	bool counts_fault_done; /* SANSWITCH_FAULT=counts_busy was played on it */
 	int lowat_app; /* committed, not swapped: the application's SO_RCVLOWAT (> 1), ours is 1 */
+	struct san_stats_conn *stc; /* its slot in the stats file (san_stats_conn.h), or NULL;
+				     * set at its start, NULL from its close and in a fork child */
+	bool stc_child; /* a fork child's candidate: its slot is claimed at its first data call
+			 * here (atomic; the claim under the lock) */
 };
 
 /*

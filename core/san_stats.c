@@ -20,28 +20,9 @@
 #include "core/san_core.h"
 #include "core/san_forked.h"
 #include "core/san_stats.h"
+#include "core/san_stats_conn.h"
 #include "core/san_sock.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-#define SAN_STATS_DIR "/dev/shm"
-
-/*
- * TCP states as tcpi_state reports them (include/net/tcp_states.h). <netinet/tcp.h> has them
- * too, but it cannot be included with <linux/tcp.h>, whose struct tcp_info is the only one
- * with the byte counters.
- */
-enum {
-	SAN_TCP_ESTABLISHED = 1,
-	SAN_TCP_SYN_SENT = 2,
-	SAN_TCP_FIN_WAIT1 = 4,
-	SAN_TCP_FIN_WAIT2 = 5,
-	SAN_TCP_TIME_WAIT = 6,
-	SAN_TCP_CLOSE = 7,
-	SAN_TCP_CLOSE_WAIT = 8,
-	SAN_TCP_LAST_ACK = 9,
-	SAN_TCP_CLOSING = 11,
-};
 
 /*
  * The process's statistics. The counters live in *f: the mapped file, or san_stats_priv when
@@ -73,122 +54,12 @@ static const char *san_stats_dir(void)
 	return *san_st.dir ? san_st.dir : SAN_STATS_DIR;
 }
 
-/* ---------------------------------------------------------------- names */
-
-/* clang-format off */
-static const char *const san_stat_names[SAN_STAT_NR] = {
-	[SAN_STAT_SWITCHED] = "switched",
-	[SAN_STAT_FALLBACK] = "fallback",
-	[SAN_STAT_SAN_TX_BYTES] = "san_tx_bytes",
-	[SAN_STAT_SAN_RX_BYTES] = "san_rx_bytes",
-	[SAN_STAT_TCP_TX_BYTES] = "tcp_tx_bytes",
-	[SAN_STAT_TCP_RX_BYTES] = "tcp_rx_bytes",
-	[SAN_STAT_ENOBUFS] = "enobufs",
-	[SAN_STAT_CONNECTS] = "connects",
-	[SAN_STAT_ACCEPTS] = "accepts",
-	[SAN_STAT_READ_TX_BYTES] = "read_tx_bytes",
-	[SAN_STAT_GRANT_TX_BYTES] = "grant_tx_bytes",
-	[SAN_STAT_DIRECT_TX_BYTES] = "direct_tx_bytes",
-	[SAN_STAT_DREAD_TX_BYTES] = "direct_read_tx_bytes",
-	[SAN_STAT_SWITCHED_VERBS] = "switched_verbs",
-	[SAN_STAT_VDIRECT_RX_BYTES] = "verbs_direct_rx_bytes",
-	[SAN_STAT_VREG_HITS] = "verbs_reg_hits",
-	[SAN_STAT_VREG_MISSES] = "verbs_reg_misses",
-	[SAN_STAT_VAHEAD_RX_BYTES] = "verbs_ahead_rx_bytes",
-};
-/* clang-format on */
-
-/* One token each: they appear as "fallback_<name>=<n>" in the exit line. */
-static const char *const san_fb_names[SAN_FB_SLOTS] = {
-	[SAN_R_NONE] = "none",
-	[SAN_R_VERSION] = "version",
-	[SAN_R_NOT_OWNER] = "not_owner",
-	[SAN_R_CREDENTIALS] = "credentials",
-	[SAN_R_POLICY] = "policy",
-	[SAN_R_RESOURCES] = "resources",
-	[SAN_R_PROVIDER] = "provider",
-	[SAN_R_BUSY] = "busy",
-	[SAN_R_STATE] = "state",
-	[SAN_R_MALFORMED] = "malformed",
-	[SAN_R_TIMEOUT] = "timeout",
-	[SAN_R_LOCAL] = "local",
-	[SAN_R_PROTOCOL] = "protocol",
-	[SAN_R_MARK] = "mark",
-	[SAN_R_CHANNEL] = "channel",
-	[SAN_R_TCP] = "tcp",
-	[SAN_R_APP_RESET] = "app_reset",
-	[SAN_R_KEEPALIVE] = "keepalive",
-	[SAN_FB_NOT_ATTEMPTED] = "not_attempted",
-	[SAN_FB_NO_PEER] = "no_peer",
-	[SAN_FB_NO_PROVIDER] = "no_provider",
-	[SAN_FB_CONF] = "conf",
-	[SAN_FB_UNKNOWN] = "unknown",
-};
-
-_Static_assert(SAN_R_MAX == 17, "a new wire reason needs its token in san_fb_names[]");
-
-const char *san_stat_name(enum san_stat s)
-{
-	return (unsigned int)s < SAN_STAT_NR ? san_stat_names[s] : "?";
-}
-
-unsigned int san_fb_slot(unsigned int reason)
-{
-	if (reason < SAN_FB_SLOTS && san_fb_names[reason])
-		return reason;
-	return SAN_FB_UNKNOWN;
-}
-
-const char *san_fb_name(unsigned int reason)
-{
-	return san_fb_names[san_fb_slot(reason)];
-}
-
 /* ---------------------------------------------------------------- the file */
 
 static long san_stats_sys_close(int fd)
 {
 	/* Not close(): that is our own wrapper, which would look the fd up for nothing. */
 	return syscall(SYS_close, fd);
-}
-
-int san_stats_parse_procstat(const char *line, char comm[16], uint64_t *start_ticks)
-{
-	const char *lp = strchr(line, '(');
-	const char *rp = strrchr(line, ')');
-	const char *p;
-	size_t len;
-	int field;
-
-	/* comm may hold spaces and parentheses itself: it ends at the last ')'. */
-	if (!lp || !rp || rp < lp)
-		return -EINVAL;
-	len = (size_t)(rp - lp - 1);
-	if (len > 15)
-		len = 15;
-	memcpy(comm, lp + 1, len);
-	comm[len] = '\0';
-	/* ") S ppid ...": the state is field 3, starttime field 22. */
-	p = rp + 1;
-	for (field = 3; field <= 22; field++) {
-		char *end;
-		unsigned long long v;
-
-		while (*p == ' ')
-			p++;
-		if (!*p || *p == '\n')
-			return -EINVAL;
-		if (field < 22) {
-			p += strcspn(p, " ");
-			continue;
-		}
-		errno = 0;
-		v = strtoull(p, &end, 10);
-		if (end == p || errno)
-			return -EINVAL;
-		*start_ticks = v;
-	}
-	return 0;
 }
 
 /* Up to @size - 1 bytes of the file at @path, NUL-terminated; the length, or -errno. */
@@ -241,6 +112,9 @@ static void san_stats_fill_hdr(struct san_stats_file *f, pid_t pid)
 	h->hdr_len = sizeof(*h);
 	h->nr_counters = SAN_STATS_COUNTERS;
 	h->nr_reasons = SAN_FB_SLOTS;
+	h->nr_conns = SAN_STATS_CONNS;
+	h->conn_len = sizeof(struct san_stats_conn);
+	h->conn_off = offsetof(struct san_stats_file, conns);
 	h->pid = pid;
 	h->pidns = san_stats_pidns();
 	san_stats_proc(0, h->comm, &h->start_ticks);
@@ -358,7 +232,8 @@ int san_stats_file_adopt(const char *dir, pid_t pid, struct san_stats_file **out
 	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != SAN_STATS_MAGIC ||
 	    h->version != SAN_STATS_VERSION || h->hdr_len != sizeof(*h) ||
 	    h->nr_counters != SAN_STATS_COUNTERS || h->nr_reasons != SAN_FB_SLOTS ||
-	    h->pid != pid || !(flags & SAN_STATS_F_EXEC) || (flags & SAN_STATS_F_EXITED) ||
+	    h->nr_conns != SAN_STATS_CONNS || h->conn_len != sizeof(struct san_stats_conn) ||
+	    h->conn_off != offsetof(struct san_stats_file, conns) || h->pid != pid || !(flags & SAN_STATS_F_EXEC) || (flags & SAN_STATS_F_EXITED) ||
 	    !start || h->start_ticks != start || !h->pidns || h->pidns != san_stats_pidns()) {
 		san_stats_file_unmap(f);
 		return -ESTALE;
@@ -366,47 +241,6 @@ int san_stats_file_adopt(const char *dir, pid_t pid, struct san_stats_file **out
 	memcpy(h->comm, comm, sizeof(h->comm));
 	__atomic_fetch_and(&h->flags, ~SAN_STATS_F_EXEC, __ATOMIC_RELEASE);
 	*out = f;
-	return 0;
-}
-
-/*
- * The reader's side. A file made by a later version may have a longer header and more slots;
- * the counts in its header say where things are, and what this build does not know is left
- * out. A file whose sizes do not add up is -EPROTO.
- */
-int san_stats_file_read(const char *path, struct san_stats_file *out)
-{
-	unsigned char buf[16384];
-	const struct san_stats_hdr *h = (const void *)buf;
-	uint32_t nc, nr;
-	size_t need;
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf));
-	if (n < 0)
-		n = -errno;
-	san_stats_sys_close(fd);
-	if (n < 0)
-		return (int)n;
-	if ((size_t)n < sizeof(*h) || h->magic != SAN_STATS_MAGIC ||
-	    h->version != SAN_STATS_VERSION || h->hdr_len < sizeof(*h) || h->nr_counters > 4096 ||
-	    h->nr_reasons > 4096)
-		return -EPROTO;
-	need = h->hdr_len + 8 * ((size_t)h->nr_counters + h->nr_reasons);
-	if ((size_t)n < need)
-		return -EPROTO;
-	memset(out, 0, sizeof(*out));
-	memcpy(&out->hdr, h, sizeof(*h));
-	nc = h->nr_counters < SAN_STATS_COUNTERS ? h->nr_counters : SAN_STATS_COUNTERS;
-	nr = h->nr_reasons < SAN_FB_SLOTS ? h->nr_reasons : SAN_FB_SLOTS;
-	memcpy(out->counters, buf + h->hdr_len, 8 * (size_t)nc);
-	memcpy(out->fallback, buf + h->hdr_len + 8 * (size_t)h->nr_counters, 8 * (size_t)nr);
-	out->hdr.nr_counters = nc;
-	out->hdr.nr_reasons = nr;
 	return 0;
 }
 
@@ -535,6 +369,11 @@ static struct san_stats_file *san_stats_live(void)
 	return likely(f) ? f : san_stats_make();
 }
 
+struct san_stats_file *san_stats_live_file(void)
+{
+	return san_stats_live();
+}
+
 /*
  * Relaxed atomic adds: sanstat reads while we count, and several threads count at once. The
  * callers are connection setup and teardown, never the read/write fast paths; an engine data
@@ -591,48 +430,6 @@ const char *san_stats_path(void)
 }
 
 /* ---------------------------------------------------------------- TCP byte counts */
-
-/*
- * The kernel counts sequence space, not payload: bytes_acked includes the active side's SYN
- * (acked at once when the connection is established) and our FIN once acked; bytes_received
- * includes the peer's FIN once received. Payload is therefore:
- *  - tx: bytes_sent - bytes_retrans (data put on the wire once; no SYN or FIN in it) plus
- *    notsent_bytes (queued at close, sent after it). On kernels without those fields
- *    (< 4.19): bytes_acked minus the SYN and minus our FIN where the state shows it acked.
- *  - rx: bytes_received minus the peer's FIN where the state shows it received.
- * In state CLOSE the state no longer tells whether a FIN or a RST ended the connection, so
- * there a count may include one FIN byte: never less than the payload, at most one more.
- * An active connection whose SYN was never acked (refused, timed out, abandoned) was no
- * connection at all.
- */
-bool san_stats_tcp_payload(const struct san_tcp_counts *tc, bool active, uint64_t *tx, uint64_t *rx)
-{
-	bool fin_in, fin_out_acked;
-	uint64_t t, r;
-
-	if (active && (tc->bytes_acked == 0 || tc->state == SAN_TCP_SYN_SENT))
-		return false;
-	fin_in = tc->state == SAN_TCP_CLOSE_WAIT || tc->state == SAN_TCP_LAST_ACK ||
-		 tc->state == SAN_TCP_CLOSING || tc->state == SAN_TCP_TIME_WAIT;
-	fin_out_acked = tc->state == SAN_TCP_FIN_WAIT2 || tc->state == SAN_TCP_TIME_WAIT;
-
-	r = tc->bytes_received;
-	if (fin_in && r > 0)
-		r--;
-	if (tc->have_sent) {
-		t = tc->bytes_sent >= tc->bytes_retrans ? tc->bytes_sent - tc->bytes_retrans : 0;
-		t += tc->notsent_bytes;
-	} else {
-		t = tc->bytes_acked;
-		if (active && t > 0)
-			t--;
-		if (fin_out_acked && t > 0)
-			t--;
-	}
-	*tx = t;
-	*rx = r;
-	return true;
-}
 
 /* Has the struct tcp_info the kernel filled (@len bytes) got @field? */
 #define SAN_TI_HAS(len, field) \
@@ -693,26 +490,46 @@ void san_stats_conn_end(int fd, bool active, unsigned int reason)
  * fd + 1 at exit, where every fd is counted in one pass: only the highest fd of a connection
  * counts it).
  */
-static bool san_stats_shared_elsewhere(int fd, unsigned int from)
+static int san_stats_other_fd(int fd, unsigned int from)
 {
 	unsigned int hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED);
 	struct stat st, o;
 	int saved = errno;
-	bool found = false;
+	int found = -1;
 	unsigned int i;
 
 	if (fstat(fd, &st))
 		goto out;
-	for (i = from; i < hw && !found; i++) {
+	for (i = from; i < hw && found < 0; i++) {
 		struct san_fd *g = san_fd_get((int)i);
 
 		if (!g || (int)i == fd || !(san_fd_flags(g) & SAN_FDF_DUP))
 			continue;
-		found = !fstat((int)i, &o) && o.st_ino == st.st_ino && o.st_dev == st.st_dev;
+		if (!fstat((int)i, &o) && o.st_ino == st.st_ino && o.st_dev == st.st_dev)
+			found = (int)i;
 	}
 out:
 	errno = saved;
 	return found;
+}
+
+static bool san_stats_shared_elsewhere(int fd, unsigned int from)
+{
+	return san_stats_other_fd(fd, from) >= 0;
+}
+
+/*
+ * The connection's slot (san_stats_conn.c) follows it: to another of its numbers if one is
+ * left (a dup), else it is free. Before the entry goes; the fd still open.
+ */
+static void san_stats_slot_close(int fd, const struct san_fd *f)
+{
+	int other;
+
+	if ((san_fd_flags(f) & SAN_FDF_DUP) && (other = san_stats_other_fd(fd, 0)) >= 0)
+		san_stats_conn_rekey(fd, other);
+	else
+		san_stats_conn_release(fd);
 }
 
 static bool san_stats_is_conn(enum san_fd_state s)
@@ -744,6 +561,8 @@ enum san_fd_state san_stats_fd_close(int fd)
 
 	if (!f)
 		return SAN_FD_UNTRACKED;
+	if (unlikely(san_fd_flags(f) & SAN_FDF_STATSLOT))
+		san_stats_slot_close(fd, f);
 	state = san_fd_state(f);
 	if (!san_stats_enabled() || !san_stats_is_conn(state))
 		return san_fd_clear(fd);
@@ -793,6 +612,7 @@ static void san_stats_forget(bool unlink_file)
 	san_st.shown = false;
 	memset(&san_stats_priv, 0, sizeof(san_stats_priv));
 	memset(&san_stats_shown, 0, sizeof(san_stats_shown));
+	san_stats_conn_forget();
 }
 
 void san_stats_reset(const char *dir)
@@ -816,6 +636,8 @@ bool san_stats_take_over(void)
 		return false;
 	san_st.mapped = true;
 	san_stats_path_for(san_st.path, sizeof(san_st.path), san_stats_dir(), san_st.pid);
+	/* the old image's connections are not ours: the inherited ones are adopted anew */
+	san_stats_conn_clear_file(f);
 	__atomic_store_n(&san_st.f, f, __ATOMIC_RELEASE);
 	san_debug("stats: %s: the counts of the image before exec go on here", san_st.path);
 	return true;
@@ -849,36 +671,6 @@ void san_stats_atfork_child(void)
 	pthread_mutex_init(&san_st.lock, NULL);
 	san_stats_forget(false);
 	san_st.pid = getpid();
-}
-
-size_t san_stats_format_line(char *buf, size_t size, const struct san_stats_file *f)
-{
-	size_t len = 0;
-	unsigned int i;
-	int n;
-
-	if (size < 2)
-		return 0;
-	n = snprintf(buf, size - 1, "sanswitch: pid=%d", (int)f->hdr.pid);
-	len = n > 0 ? (size_t)n : 0;
-	for (i = 0; i < SAN_STAT_NR && len < size - 1; i++) {
-		n = snprintf(buf + len, size - 1 - len, " %s=%" PRIu64, san_stat_names[i],
-			     __atomic_load_n(&f->counters[i], __ATOMIC_RELAXED));
-		len += n > 0 ? (size_t)n : 0;
-	}
-	for (i = 0; i < SAN_FB_SLOTS && len < size - 1; i++) {
-		uint64_t v = __atomic_load_n(&f->fallback[i], __ATOMIC_RELAXED);
-
-		if (!v)
-			continue;
-		n = snprintf(buf + len, size - 1 - len, " fallback_%s=%" PRIu64, san_fb_name(i), v);
-		len += n > 0 ? (size_t)n : 0;
-	}
-	if (len > size - 2)
-		len = size - 2; /* truncated: still one line */
-	buf[len++] = '\n';
-	buf[len] = '\0';
-	return len;
 }
 
 /*

@@ -62,19 +62,24 @@ _Static_assert((int)SAN_R_MAX < (int)SAN_FB_LOCAL, "wire reasons grew into the l
 						   "SAN_FB_LOCAL up and bump SAN_STATS_VERSION");
 
 /*
- * The shared file, /dev/shm/sanswitch.<pid>: this struct, in host byte order (it never leaves
- * the host). Created mode 0600 at the process's first tracked socket, unlinked at exit; at an
+ * The shared file, SAN_STATS_DIR/sanswitch.<pid>: this struct, in host byte order (it never
+ * leaves the host). Created mode 0600 at the process's first tracked socket, unlinked at exit; at an
  * exec handed to the new image (same pid, same file, counts going on) when it will run the
- * library, else unlinked; a fork child makes its own. A reader (sanstat) maps or reads it,
- * checks magic, version and the sizes in the header. A process killed by a signal leaves its file behind:
+ * library, else unlinked; a fork child makes its own. A reader (sanstat) reads it and checks
+ * magic, version and the sizes in the header (san_stats_file_read). A process killed by a
+ * signal leaves its file behind:
  * the next process of the same user to make its file removes such leftovers (a pid that is
  * gone from the same pid namespace, or now belongs to a process with another start time).
  * Every counter is a 64-bit value written with relaxed atomics: each one is consistent, a
- * set of them is not a snapshot.
+ * set of them is not a snapshot. docs/sanstat.md describes the layout for readers.
+ *
+ * Version 2 added the connection table (conns[], nr_conns, conn_len, conn_off, conn_overflow).
  */
+#define SAN_STATS_DIR "/dev/shm"
 #define SAN_STATS_MAGIC 0x54534e53u /* "SNST" read as little-endian bytes */
-#define SAN_STATS_VERSION 1
+#define SAN_STATS_VERSION 2
 #define SAN_STATS_COUNTERS 32 /* slots in counters[]: room to add without a new version */
+#define SAN_STATS_CONNS 256   /* connection slots per process (more: conn_overflow) */
 
 #define SAN_STATS_F_EXITED 0x1u /* the process has run its exit hook */
 #define SAN_STATS_F_EXEC 0x2u	/* the process execs: the new image takes the file over */
@@ -92,18 +97,94 @@ struct san_stats_hdr {
 	uint64_t created_ns; /* CLOCK_REALTIME when the file was made */
 	char comm[16];	     /* the process name at that time, NUL-terminated */
 	uint64_t pidns;	     /* inode of /proc/self/ns/pid: what namespace pid is in; 0: unknown */
+	uint32_t nr_conns;   /* slots in conns[] */
+	uint32_t conn_len;   /* bytes per slot */
+	uint32_t conn_off;   /* offset of conns[] in the file */
+	uint32_t reserved;
+	uint64_t conn_overflow; /* connections that found every slot taken (not shown) */
 };
+
+/*
+ * The state of one connection as sanstat shows it. FREE (0) is an unused slot.
+ *   CANDIDATE  on TCP, may still switch (the upgrade not begun, or refused for now)
+ *   UPGRADING  committed to the SAN, the stream moving over (until the swap)
+ *   SWITCHED   carried by its provider
+ *   FALLBACK   stays on TCP for good: reason says why
+ *   CLOSING    switched, and ending: our DISCONNECT is out, or the connection was reset
+ */
+enum san_stats_cstate {
+	SAN_CS_FREE = 0,
+	SAN_CS_CANDIDATE = 1,
+	SAN_CS_UPGRADING = 2,
+	SAN_CS_SWITCHED = 3,
+	SAN_CS_FALLBACK = 4,
+	SAN_CS_CLOSING = 5,
+	SAN_CS_NR,
+};
+
+enum san_stats_role {
+	SAN_ROLE_CLIENT = 1, /* connect() side */
+	SAN_ROLE_SERVER = 2, /* accept() side (or a connection inherited at exec) */
+};
+
+/* Which path carries the connection's stream (TCP until a provider takes it). */
+enum san_stats_prov {
+	SAN_CP_TCP = 0,
+	SAN_CP_SHM = 1,
+	SAN_CP_VERBS = 2,
+	SAN_CP_NR,
+};
+
+/*
+ * One connection slot. seq is a sequence lock over every field before san_tx: a writer makes
+ * it odd, changes the fields, makes it even again, so a reader that sees the same even value
+ * before and after its copy has a whole record. Writers are rare (claim, state change,
+ * release) and take the slot by turning seq odd (compare-and-swap). The byte counters only
+ * grow and are added to with relaxed atomics outside the lock; a claim zeroes them inside it.
+ * gen counts the claims of the slot: a reader that compares two looks sees whether they are
+ * of the same connection. Addresses are 16 bytes, IPv4 as ::ffff:a.b.c.d; ports host order;
+ * addr_known: bit 0 the local end, bit 1 the peer's (a connection that never got near the
+ * switch has neither: the reader asks the kernel, by the fd's socket inode).
+ */
+struct san_stats_conn {
+	uint32_t seq;
+	uint32_t gen;
+	int32_t fd;	      /* the application's fd number (one of them, if it dup()ed) */
+	uint8_t state;	      /* enum san_stats_cstate */
+	uint8_t role;	      /* enum san_stats_role */
+	uint8_t prov;	      /* enum san_stats_prov */
+	uint8_t addr_known;   /* SAN_CA_LOCAL | SAN_CA_PEER */
+	uint16_t reason;      /* fallback reason (san_fb_name), 0: none */
+	uint16_t local_port;
+	uint16_t peer_port;
+	uint16_t reserved16;
+	uint8_t local_addr[16];
+	uint8_t peer_addr[16];
+	uint64_t reserved;
+	/* outside the sequence lock: */
+	uint64_t san_tx, san_rx; /* application bytes over the SAN, each way */
+	uint64_t tcp_tx, tcp_rx; /* application bytes this library moved over TCP, each way */
+	uint64_t reserved_cnt[4];
+};
+
+#define SAN_CA_LOCAL 0x1u
+#define SAN_CA_PEER 0x2u
 
 struct san_stats_file {
 	struct san_stats_hdr hdr;
 	uint64_t counters[SAN_STATS_COUNTERS]; /* enum san_stat */
 	uint64_t fallback[SAN_FB_SLOTS]; /* per reason: enum san_reason / enum san_fb_reason */
+	struct san_stats_conn conns[SAN_STATS_CONNS] __attribute__((aligned(64)));
 };
 
-_Static_assert(sizeof(struct san_stats_hdr) == 64, "the header is 64 bytes: change "
+_Static_assert(sizeof(struct san_stats_hdr) == 88, "the header is 88 bytes: change "
 						   "SAN_STATS_VERSION and sanstat with it");
-_Static_assert(offsetof(struct san_stats_file, counters) == 64 &&
-		       offsetof(struct san_stats_file, fallback) == 64 + 8 * SAN_STATS_COUNTERS,
+_Static_assert(sizeof(struct san_stats_conn) == 128 &&
+		       offsetof(struct san_stats_conn, san_tx) == 64,
+	       "connection slot layout changed: bump SAN_STATS_VERSION");
+_Static_assert(offsetof(struct san_stats_file, counters) == 88 &&
+		       offsetof(struct san_stats_file, fallback) == 88 + 8 * SAN_STATS_COUNTERS &&
+		       offsetof(struct san_stats_file, conns) == 768,
 	       "file layout changed: bump SAN_STATS_VERSION");
 _Static_assert(SAN_STAT_NR <= SAN_STATS_COUNTERS, "more counters than file slots");
 
@@ -134,6 +215,9 @@ void san_stats_add(enum san_stat s, uint64_t n);
 void san_stats_fallback(unsigned int reason);
 uint64_t san_stats_get(enum san_stat s);
 uint64_t san_stats_get_fallback(unsigned int reason);
+
+/* The live counters, made (the file, or private memory) if they are not yet. */
+struct san_stats_file *san_stats_live_file(void);
 
 /* A socket became tracked (socket() or accept()): the file exists from now on. */
 void san_stats_track(void);
@@ -205,8 +289,20 @@ bool san_stats_take_over(void);
  */
 bool san_stats_exec_hands_over(char *const envp[], bool preload_by_env, enum san_cfg_stats ours);
 
-/* Read and validate a stats file (the sanstat side): 0, -errno, or -EPROTO for a bad file. */
-int san_stats_file_read(const char *path, struct san_stats_file *out);
+/*
+ * Read and validate a stats file (the sanstat side, core/san_stats_file.c): 0, -errno,
+ * -EPROTONOSUPPORT for a stats file of another version, or -EPROTO for a file that is no stats
+ * file (wrong magic, sizes that do not add up, not a regular file, larger than 4 MiB). @out is in this build's layout: a
+ * later layout's extra counters and slots are left out. Only whole connection records are
+ * taken: a slot being written while it was read, or holding values no writer makes, is left
+ * free in @out and counted in *@skipped (may be NULL). Never blocks on the writer.
+ */
+int san_stats_file_read(const char *path, struct san_stats_file *out, unsigned int *skipped);
+
+/* Names of enum san_stats_cstate, enum san_stats_prov, enum san_stats_role values ("?" if none). */
+const char *san_conn_state_name(unsigned int state);
+const char *san_conn_prov_name(unsigned int prov);
+const char *san_conn_role_name(unsigned int role);
 
 /*
  * Remove from @dir the files of this user's processes that died without their exit hook,

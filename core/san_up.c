@@ -17,6 +17,7 @@
 #include "core/san_sidechan.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
+#include "core/san_stats_conn.h"
 #include "core/san_sys.h"
 #include "proto/san_msg.h"
 #include "proto/san_upgrade.h"
@@ -569,6 +570,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	/* Pause the reader before ACCEPT exists (§9.2 rule 1): no receive runs past here. */
 	s->attempted = true;
 	s->prov = &san_prov_shm;
+	san_stats_conn_set(s->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
 	s->rx = SK_RX_PAUSED;
 	s->xfd = x;
 	s->ylocal = y;

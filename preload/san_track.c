@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core/san_stats.h"
+#include "core/san_stats_conn.h"
 #include "core/san_sys.h"
 
 /*
@@ -14,14 +15,28 @@
  */
 
 /*
+ * A new fd on a number whose entry a close we never saw left behind: that connection's stats
+ * slot goes with it, before the number is taken again (one load otherwise).
+ */
+static void san_track_stale_slot(int fd)
+{
+	struct san_fd *f = san_fd_get(fd);
+
+	if (unlikely(f && (san_fd_flags(f) & SAN_FDF_STATSLOT)))
+		san_stats_conn_release(fd);
+}
+
+/*
  * A new fd number we did not record (pipe-like, UNIX, UDP, epoll, or made by
  * the library itself): drop whatever a close we never saw (raw syscall,
  * fclose() of an fdopen()ed socket) may have left in its slot.
  */
 void san_track_new(int fd, const char *call)
 {
-	enum san_fd_state old = san_fd_clear(fd);
+	enum san_fd_state old;
 
+	san_track_stale_slot(fd);
+	old = san_fd_clear(fd);
 	if (unlikely(old != SAN_FD_UNTRACKED))
 		san_debug("fd %d: stale %s entry dropped by %s", fd, san_fd_state_name(old), call);
 }
@@ -36,6 +51,7 @@ void san_track_socket(int fd, int domain, int type, int protocol)
 	}
 	flags = (type & SOCK_NONBLOCK ? SAN_FDF_NONBLOCK : 0) |
 		(domain == AF_INET6 ? SAN_FDF_INET6 : 0);
+	san_track_stale_slot(fd);
 	if (san_fd_track(fd, SAN_FD_TCP, flags)) {
 		san_debug("fd %d: tcp socket beyond the fd table, untracked", fd);
 		return;
@@ -66,8 +82,10 @@ void san_track_connect(int fd, int ret)
 	if (old < 0)
 		return;
 	/* A connect() retried after EINTR is still the one active open. */
-	if (old != SAN_FD_ACTIVE)
+	if (old != SAN_FD_ACTIVE) {
 		san_stats_add(SAN_STAT_CONNECTS, 1);
+		(void)san_stats_conn_claim(fd, SAN_ROLE_CLIENT);
+	}
 	san_debug("fd %d: active (connect %s)", fd, ret == 0 ? "done" : "in progress");
 }
 
@@ -122,11 +140,13 @@ void san_track_accept(int lfd, int fd, int flags)
 	/* the kernel gives the connection the listener's buffer sizes, and their locks */
 	fl = (flags & SOCK_NONBLOCK ? SAN_FDF_NONBLOCK : 0) |
 	     (san_fd_flags(l) & (SAN_FDF_INET6 | SAN_FDF_SNDBUF | SAN_FDF_RCVBUF));
+	san_track_stale_slot(fd);
 	if (san_fd_track(fd, SAN_FD_PASSIVE, fl)) {
 		san_debug("fd %d: accepted beyond the fd table, untracked", fd);
 		return;
 	}
 	san_stats_add(SAN_STAT_ACCEPTS, 1);
+	(void)san_stats_conn_claim(fd, SAN_ROLE_SERVER);
 	san_debug("fd %d: passive (accepted on listener %d)", fd, lfd);
 }
 

@@ -237,7 +237,7 @@ START_TEST(test_file_round_trip)
 
 	ck_assert_uint_eq(f->hdr.magic, SAN_STATS_MAGIC);
 	ck_assert_uint_eq(f->hdr.version, SAN_STATS_VERSION);
-	ck_assert_uint_eq(f->hdr.hdr_len, 64);
+	ck_assert_uint_eq(f->hdr.hdr_len, sizeof(struct san_stats_hdr));
 	ck_assert_uint_eq(f->hdr.nr_counters, SAN_STATS_COUNTERS);
 	ck_assert_uint_eq(f->hdr.nr_reasons, SAN_FB_SLOTS);
 	ck_assert_int_eq(f->hdr.pid, getpid());
@@ -259,7 +259,7 @@ START_TEST(test_file_round_trip)
 		f->counters[i] = i * 7 + 1;
 	for (i = 0; i < SAN_FB_SLOTS; i++)
 		f->fallback[i] = i * 3 + 2;
-	ck_assert_int_eq(san_stats_file_read(path_of(getpid()), &r), 0);
+	ck_assert_int_eq(san_stats_file_read(path_of(getpid()), &r, NULL), 0);
 	ck_assert_mem_eq(&r.hdr, &f->hdr, sizeof(r.hdr));
 	ck_assert_mem_eq(r.counters, f->counters, sizeof(r.counters));
 	ck_assert_mem_eq(r.fallback, f->fallback, sizeof(r.fallback));
@@ -277,59 +277,151 @@ static void write_file(const char *p, const void *buf, size_t len)
 	close(fd);
 }
 
+/* The header of a file as this build writes it. */
+static void good_hdr(struct san_stats_hdr *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = SAN_STATS_MAGIC;
+	h->version = SAN_STATS_VERSION;
+	h->hdr_len = sizeof(*h);
+	h->nr_counters = SAN_STATS_COUNTERS;
+	h->nr_reasons = SAN_FB_SLOTS;
+	h->nr_conns = SAN_STATS_CONNS;
+	h->conn_len = sizeof(struct san_stats_conn);
+	h->conn_off = offsetof(struct san_stats_file, conns);
+}
+
 START_TEST(test_file_read_rejects)
 {
-	struct san_stats_file good, r;
-	unsigned char big[64 + 8 * (40 + 50)];
+	static struct san_stats_file good, r;
+	/* a later layout: longer header, more counters, reasons and slots, longer slots */
+	enum { HL = 96, NC = 40, NR = 50, NS = SAN_STATS_CONNS + 20, CL = 136 };
+	enum { CO = HL + 8 * (NC + NR), BIG = CO + NS * CL };
+	static unsigned char big[BIG];
 	struct san_stats_hdr *h = (void *)big;
+	struct san_stats_conn *c;
 	char p[128];
 	unsigned int i;
 
 	snprintf(p, sizeof(p), "%s/f", dir);
 	memset(&good, 0, sizeof(good));
-	good.hdr.magic = SAN_STATS_MAGIC;
-	good.hdr.version = SAN_STATS_VERSION;
-	good.hdr.hdr_len = 64;
-	good.hdr.nr_counters = SAN_STATS_COUNTERS;
-	good.hdr.nr_reasons = SAN_FB_SLOTS;
+	good_hdr(&good.hdr);
 	write_file(p, &good, sizeof(good));
-	ck_assert_int_eq(san_stats_file_read(p, &r), 0);
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), 0);
 
-	ck_assert_int_eq(san_stats_file_read("/nonexistent/x", &r), -ENOENT);
+	ck_assert_int_eq(san_stats_file_read("/nonexistent/x", &r, NULL), -ENOENT);
+	ck_assert_int_eq(san_stats_file_read(dir, &r, NULL), -EPROTO); /* a directory */
 	write_file(p, &good, 10);
-	ck_assert_int_eq(san_stats_file_read(p, &r), -EPROTO);
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTO);
 	write_file(p, &good, sizeof(good) - 8); /* slots cut short */
-	ck_assert_int_eq(san_stats_file_read(p, &r), -EPROTO);
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTO);
 	good.hdr.magic = 0x12345678;
 	write_file(p, &good, sizeof(good));
-	ck_assert_int_eq(san_stats_file_read(p, &r), -EPROTO);
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTO);
 	good.hdr.magic = SAN_STATS_MAGIC;
 	good.hdr.version = SAN_STATS_VERSION + 1;
 	write_file(p, &good, sizeof(good));
-	ck_assert_int_eq(san_stats_file_read(p, &r), -EPROTO);
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTONOSUPPORT);
+	good.hdr.version = 1; /* the layout before the connection table */
+	write_file(p, &good, sizeof(good));
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTONOSUPPORT);
 	good.hdr.version = SAN_STATS_VERSION;
 	good.hdr.hdr_len = 32;
 	write_file(p, &good, sizeof(good));
-	ck_assert_int_eq(san_stats_file_read(p, &r), -EPROTO);
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTO);
+	good_hdr(&good.hdr);
+	good.hdr.conn_off = 64; /* the table over the counters */
+	write_file(p, &good, sizeof(good));
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTO);
+	good_hdr(&good.hdr);
+	good.hdr.conn_len = 8; /* slots shorter than a record */
+	write_file(p, &good, sizeof(good));
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTO);
+	good_hdr(&good.hdr);
+	good.hdr.nr_conns = 0xffffffffu; /* a count whose product would wrap */
+	good.hdr.conn_len = 4096;
+	write_file(p, &good, sizeof(good));
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), -EPROTO);
 
-	/* A later writer with more counters and reasons: what this build knows is found. */
+	/* A later writer: what this build knows is found where that header says. */
 	memset(big, 0, sizeof(big));
-	memcpy(h, &good.hdr, sizeof(*h));
-	h->hdr_len = 64;
-	h->nr_counters = 40;
-	h->nr_reasons = 50;
-	for (i = 0; i < 40; i++)
-		((uint64_t *)(big + 64))[i] = 100 + i;
-	for (i = 0; i < 50; i++)
-		((uint64_t *)(big + 64 + 8 * 40))[i] = 1000 + i;
+	good_hdr(h);
+	h->hdr_len = HL;
+	h->nr_counters = NC;
+	h->nr_reasons = NR;
+	h->nr_conns = NS;
+	h->conn_len = CL;
+	h->conn_off = CO;
+	for (i = 0; i < NC; i++)
+		((uint64_t *)(big + HL))[i] = 100 + i;
+	for (i = 0; i < NR; i++)
+		((uint64_t *)(big + HL + 8 * NC))[i] = 1000 + i;
+	c = (void *)(big + CO + 3 * CL);
+	c->seq = 2;
+	c->fd = 7;
+	c->state = SAN_CS_SWITCHED;
+	c->role = SAN_ROLE_SERVER;
+	c->prov = SAN_CP_SHM;
+	c->peer_port = 5201;
+	c->san_tx = 12345;
+	c = (void *)(big + CO + (SAN_STATS_CONNS + 1) * CL); /* beyond this build's slots */
+	c->fd = 9;
+	c->state = SAN_CS_CANDIDATE;
+	c->role = SAN_ROLE_CLIENT;
 	write_file(p, big, sizeof(big));
-	ck_assert_int_eq(san_stats_file_read(p, &r), 0);
+	ck_assert_int_eq(san_stats_file_read(p, &r, &i), 0);
+	ck_assert_uint_eq(i, 0);
 	ck_assert_uint_eq(r.hdr.nr_counters, SAN_STATS_COUNTERS);
 	ck_assert_uint_eq(r.hdr.nr_reasons, SAN_FB_SLOTS);
+	ck_assert_uint_eq(r.hdr.nr_conns, SAN_STATS_CONNS);
 	ck_assert_uint_eq(r.counters[0], 100);
 	ck_assert_uint_eq(r.counters[SAN_STATS_COUNTERS - 1], 100 + SAN_STATS_COUNTERS - 1);
 	ck_assert_uint_eq(r.fallback[0], 1000);
 	ck_assert_uint_eq(r.fallback[SAN_FB_SLOTS - 1], 1000 + SAN_FB_SLOTS - 1);
+	for (i = 0; i < SAN_STATS_CONNS; i++)
+		ck_assert_uint_eq(r.conns[i].state, i == 3 ? SAN_CS_SWITCHED : SAN_CS_FREE);
+	ck_assert_int_eq(r.conns[3].fd, 7);
+	ck_assert_uint_eq(r.conns[3].peer_port, 5201);
+	ck_assert_uint_eq(r.conns[3].san_tx, 12345);
+}
+END_TEST
+
+/*
+ * Records no writer makes are left out and counted, never shown: a slot with a state, role or
+ * provider out of range, a negative fd, a seq left odd (a writer that never finished).
+ */
+START_TEST(test_file_read_bad_slots)
+{
+	static struct san_stats_file f, r;
+	char p[128];
+	unsigned int skipped, i;
+
+	snprintf(p, sizeof(p), "%s/f", dir);
+	memset(&f, 0, sizeof(f));
+	good_hdr(&f.hdr);
+	for (i = 0; i < 7; i++) {
+		f.conns[i].seq = 4;
+		f.conns[i].fd = 10 + (int)i;
+		f.conns[i].state = SAN_CS_FALLBACK;
+		f.conns[i].role = SAN_ROLE_CLIENT;
+		f.conns[i].prov = SAN_CP_TCP;
+		f.conns[i].reason = SAN_FB_NO_PEER;
+	}
+	f.conns[1].state = SAN_CS_NR;
+	f.conns[2].role = 3;
+	f.conns[3].prov = SAN_CP_NR;
+	f.conns[4].fd = -1;
+	f.conns[5].seq = 5;
+	f.conns[6].addr_known = 4;
+	f.conns[9].seq = 7; /* odd but free: a slot being claimed, nothing to show yet */
+	write_file(p, &f, sizeof(f));
+	ck_assert_int_eq(san_stats_file_read(p, &r, &skipped), 0);
+	ck_assert_uint_eq(skipped, 6);
+	ck_assert_uint_eq(r.conns[0].state, SAN_CS_FALLBACK);
+	ck_assert_int_eq(r.conns[0].fd, 10);
+	ck_assert_uint_eq(r.conns[0].reason, SAN_FB_NO_PEER);
+	for (i = 1; i < SAN_STATS_CONNS; i++)
+		ck_assert_uint_eq(r.conns[i].state, SAN_CS_FREE);
 }
 END_TEST
 
@@ -487,7 +579,7 @@ START_TEST(test_aggregation)
 	san_stats_add(SAN_STAT_NR, 5); /* ignored */
 
 	/* What sanstat would read is what we counted. */
-	ck_assert_int_eq(san_stats_file_read(p, &r), 0);
+	ck_assert_int_eq(san_stats_file_read(p, &r, NULL), 0);
 	ck_assert_int_eq(r.hdr.pid, getpid());
 	ck_assert_uint_eq(r.counters[SAN_STAT_TCP_TX_BYTES], 3ull * THREADS * ROUNDS);
 	ck_assert_uint_eq(r.counters[SAN_STAT_FALLBACK], san_stats_get(SAN_STAT_FALLBACK));
@@ -835,7 +927,7 @@ START_TEST(test_exec_hand_over)
 	ck_assert_str_eq(out, "");
 	ck_assert(exists(file));
 	ck_assert_str_eq(san_stats_path(), file);
-	ck_assert_int_eq(san_stats_file_read(file, &r), 0);
+	ck_assert_int_eq(san_stats_file_read(file, &r, NULL), 0);
 	ck_assert_uint_eq(r.hdr.flags, SAN_STATS_F_EXEC);
 
 	/* the new image */
@@ -843,7 +935,7 @@ START_TEST(test_exec_hand_over)
 	ck_assert_ptr_null(san_stats_current());
 	ck_assert(san_stats_take_over());
 	ck_assert_str_eq(san_stats_path(), file);
-	ck_assert_int_eq(san_stats_file_read(file, &r), 0);
+	ck_assert_int_eq(san_stats_file_read(file, &r, NULL), 0);
 	ck_assert_uint_eq(r.hdr.flags, 0);
 	ck_assert_uint_eq(san_stats_get(SAN_STAT_CONNECTS), 1);
 	ck_assert_uint_eq(san_stats_get_fallback(SAN_FB_NOT_ATTEMPTED), 1);
@@ -1028,6 +1120,7 @@ Suite *make_stats_suite(void)
 	tcase_add_test(tc, test_procstat);
 	tcase_add_test(tc, test_file_round_trip);
 	tcase_add_test(tc, test_file_read_rejects);
+	tcase_add_test(tc, test_file_read_bad_slots);
 	tcase_add_test(tc, test_file_leftover_and_symlink);
 	tcase_add_test(tc, test_gc);
 	tcase_add_test(tc, test_aggregation);

@@ -34,6 +34,7 @@
 	X(config)           \
 	X(conf)             \
 	X(stats)            \
+	X(stats_conn)       \
 	X(engine)
 
 #define SAN_UNIT_DECLARE(name) Suite *make_##name##_suite(void);
