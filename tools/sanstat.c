@@ -462,9 +462,25 @@ static void print_summary_json(const struct san_stats_file *f)
 /* State of one pass over the directory. */
 struct pass {
 	const struct opts *o;
-	unsigned int files, rows, procs_json;
+	unsigned int files, rows, procs_json; /* files: of live processes, shown or filtered out */
 	bool header_done;
 };
+
+/* Does the file hold a connection that the options' filters keep? */
+static bool file_has_wanted(const struct san_stats_file *f, const struct proc *p,
+			    const struct opts *o)
+{
+	for (unsigned int i = 0; i < f->hdr.nr_conns && i < SAN_STATS_CONNS; i++) {
+		struct row r;
+
+		if (f->conns[i].state == SAN_CS_FREE)
+			continue;
+		row_fill(&r, p->pid, p->comm, &f->conns[i], p->same_ns);
+		if (row_wanted(&r, o))
+			return true;
+	}
+	return false;
+}
 
 static void show_file(struct pass *ps, const char *path, const struct san_stats_file *f,
 		      unsigned int skipped)
@@ -478,6 +494,8 @@ static void show_file(struct pass *ps, const char *path, const struct san_stats_
 	if (!p.alive)
 		return; /* a killed process's leftover: the next process of its user removes it */
 	ps->files++;
+	if ((o->port >= 0 || o->state >= 0) && !file_has_wanted(f, &p, o))
+		return; /* a filter on connections shows only the processes that have one */
 	if (o->json) {
 		printf("%s{\"pid\":%d,\"comm\":", ps->procs_json++ ? "," : "", (int)p.pid);
 		json_str(p.comm);
