@@ -1947,6 +1947,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 	int timeo = -2, paused_waits = 0, w, oflags;
 	uint64_t tend = 0;
 	ssize_t r = sock_io_begin(fd, m, &s, &total);
+	bool topping_up = false;
 
 	if (r != 1)
 		return r;
@@ -1959,7 +1960,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		struct iovec sl[64];
 		struct iovec *v = sl;
 		int cnt = (int)m->msg_iovlen, waitfd = -1;
-		bool pause_wait = false, claimed = false;
+		bool pause_wait = false, claimed = false, at_mark = false;
 
 		pthread_mutex_lock(&s->lock);
 		sock_before_io(s, false);
@@ -2043,6 +2044,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 				san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
 				r = -ECONNRESET;
 			}
+			at_mark = r > 0 && s->rx == SK_RX_DRAIN && s->tcp_rx == s->x_peer;
 			m->msg_flags = mh.msg_flags;
 			waitfd = s->tcp;
 			break;
@@ -2097,6 +2099,22 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			free(v);
 		if (r > 0)
 			done += (size_t)r;
+		if (topping_up && r < 0)
+			break; /* nothing more at once: the bytes so far (a later error comes next) */
+		/*
+		 * The read stopped at the peer's switch-over offset with room left in the buffer:
+		 * the MARK, and bytes in the ring behind it, may be there already, and TCP would
+		 * have returned them in this call. A reader that takes a short read for a drained
+		 * socket (nginx with EPOLLRDHUP, edge-triggered) would otherwise wait for an edge
+		 * that never comes: the MARK is queued on TCP already and the rest goes by the
+		 * ring. So look once more, without waiting (a nonblocking round: no spin, no
+		 * offer, and EAGAIN returns the count).
+		 */
+		if (at_mark && !waitall && done < total && !(flags & MSG_PEEK)) {
+			topping_up = true;
+			nb = true;
+			continue;
+		}
 		if (r == 0 || (r > 0 && (!waitall || done == total)))
 			break;
 		if (r < 0 && r != -EAGAIN && r != -EINTR)
