@@ -91,10 +91,12 @@ plot_throughput() {
 			plot+="$sep'$d4' using 1:$col with points pt 9 ps 2 lc rgb '${PLOT_COLOR[$m]}' title 'iperf3 -P 4 ${PLOT_TITLE[$m]}'"
 		col=$((col + 1))
 	done
-	for t in 'UNIX socket stream:#009e73' 'memcpy:#cc79a7' 'process_vm_readv:#d55e00'; do
+	for t in 'unixbw:UNIX socket stream:#009e73' 'memcpy:memcpy:#cc79a7' 'vmreadv:process_vm_readv:#d55e00'; do
+		k=${t%%:*} t=${t#*:}
 		c=${t##*:}
-		plot+="$sep'$d' using 1:$col with linespoints lw 1 dt 3 pt 4 lc rgb '$c' title '${t%:*} (reference)'"
-		sep=', '
+		[ -n "${MED[ref.$k.${BW_SIZES[0]},ref]:-}" ] &&
+			plot+="$sep'$d' using 1:$col with linespoints lw 1 dt 3 pt 4 lc rgb '$c' title '${t%:*} (reference)'" &&
+			sep=', '
 		col=$((col + 1))
 	done
 	gp "$png" 960,600 'Throughput on one host by write size (medians)' "
