@@ -4,7 +4,7 @@
 # Sourced by scripts/bench.
 # shellcheck shell=bash
 
-# The modes in the order of the plots' series, their titles and colours (kernel grey).
+# Each mode's title and colour in the plots (kernel TCP grey).
 declare -A PLOT_TITLE=([none]="kernel TCP" [pass]="pass-through" [pre]="switched (shm)")
 declare -A PLOT_COLOR=([none]="#777777" [pass]="#e69f00" [pre]="#0072b2")
 
