@@ -6,7 +6,9 @@
 #                        build-asan/ (SANITIZE=undefined: UBSan, build-ubsan/; address,undefined:
 #                        both, build-asan-ubsan/); make, make e2e and make clean take it too
 #   make demo            side-by-side demo: a program over kernel TCP, then under the switch
-#   make bench           benchmarks (kernel TCP vs preload, ratios; not pass/fail)
+#   make bench           benchmarks (kernel TCP vs preload, ratios; not pass/fail), results and
+#                        plots in bench/results/; BENCH_ONLY="sockperf iperf3 conn app idle ref"
+#                        (the families to run), BENCH_QUICK=1 (1 round, short runs: minutes)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall   (the library in
 #                        $(LIBDIR)/sanswitch, sanswitch-run and sanverify in $(BINDIR), man/*.N in
 #                        $(MANDIR)/manN)
@@ -166,7 +168,8 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@./scripts/demo
 
-bench: deps
+bench:
+	@./scripts/install-deps bench
 	@$(MAKE) --no-print-directory all
 	@./scripts/bench
 

@@ -42,6 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tool_io.h"
+
 #define SIZE_MAX_REQ 65536
 
 static double now_s(void)
@@ -50,22 +52,6 @@ static double now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
-static int io_all(int fd, char *b, size_t n, int rd)
-{
-	size_t d = 0;
-
-	while (d < n) {
-		ssize_t r = rd ? recv(fd, b + d, n - d, 0) : send(fd, b + d, n - d, MSG_NOSIGNAL);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		d += (size_t)r;
-	}
-	return 0;
 }
 
 static int serve(int c)
