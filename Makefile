@@ -10,7 +10,7 @@
 #                        plots in bench/results/; BENCH_ONLY="sockperf iperf3 conn app idle ref"
 #                        (the families to run), BENCH_QUICK=1 (1 round, short runs: minutes)
 #   make install PREFIX=/usr/local DESTDIR=   /   make uninstall   (the library in
-#                        $(LIBDIR)/sanswitch, sanswitch-run and sanverify in $(BINDIR), man/*.N in
+#                        $(LIBDIR)/sanswitch, sanswitch-run, sanstat and sanverify in $(BINDIR), man/*.N in
 #                        $(MANDIR)/manN)
 #   make rxe-check       build, then tests/rxe/run in a Soft-RoCE qemu guest (scripts/rxe-vm) and
 #                        tests/rxe/pair/run in two guests on one link (scripts/rxe-vm --pair)
