@@ -33,6 +33,28 @@
 #define SAN_CONN_BELL_GIVEUPS 3
 
 /*
+ * A look at the ring that returns data (a receive, FIONREAD) takes the doorbells off X once
+ * the peer has rung this many since the last drain. X's queue holds only a few hundred
+ * zero-length messages (each is charged about 768 bytes against Y's send buffer: 278 with
+ * the default 208 KiB); a reader that never meets an empty ring (it reads exactly what
+ * FIONREAD said, as nginx does) would otherwise let it fill, and the doorbells after that
+ * fail: an edge-triggered reader that waits for them never wakes. 32 bounds the queue far
+ * below that, and costs one receive per doorbell plus two calls per 32 doorbells.
+ */
+#define SAN_CONN_BELLS_TRIM 32
+static void rx_trim_bells(struct san_sock *s);
+
+/* Ring our own X (the ring holds something): one more doorbell to take off, and to count. */
+static void ring_self(struct san_sock *s)
+{
+	if (s->ylocal < 0)
+		return;
+	san_sock_ring_self(s);
+	s->rxr.bells_due++;
+	s->rxr.bells_self++;
+}
+
+/*
  * The largest DATA payload this connection's frames carry: SAN_CONN_CHUNK, or less when the
  * provider's messages are smaller (verbs: a receive slot holds one message).
  */
@@ -1145,7 +1167,17 @@ static bool xfer_rest_ok(const struct san_sock *s, const struct san_msg *m, uint
  */
 #define SAN_CONN_PEEK_WALK 256
 
+static size_t peek_walk(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t space,
+			bool *cut);
+
 static size_t peek(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t space)
+{
+	return peek_walk(s, iov, iovcnt, space, &(bool){ false });
+}
+
+/* peek(); *cut: the walk stopped at SAN_CONN_PEEK_WALK frames with more behind them. */
+static size_t peek_walk(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t space,
+			bool *cut)
 {
 	struct san_shm_cons c = s->rxr;
 	struct san_shm_frame f;
@@ -1238,6 +1270,8 @@ again:
 			goto again;
 		}
 	}
+	*cut = i == SAN_CONN_PEEK_WALK && got < space &&
+	       san_shm_ring_cons_peek(&c, &(struct san_shm_frame){ 0 }) == 0;
 	san_shm_ring_cons_known(&s->rxr, &c);
 	return got;
 }
@@ -1437,6 +1471,7 @@ out:
 			if (s->stc)
 				san_stats_conn_add(&s->stc->san_rx, got);
 		}
+		rx_trim_bells(s);
 		return (ssize_t)got;
 	}
 	if (!s->err && s->anchor_dead && !s->peer_fin &&
@@ -1509,7 +1544,20 @@ bool san_conn_rx_ready(struct san_sock *s)
 /* FIONREAD: the bytes the ring holds for the application, as TCP counts its queue (peek()). */
 size_t san_conn_rx_bytes(struct san_sock *s)
 {
-	return peek(s, NULL, 0, INT32_MAX);
+	bool cut = false;
+	size_t n = peek_walk(s, NULL, 0, INT32_MAX, &cut);
+
+	if (!n)
+		return 0;
+	rx_trim_bells(s);
+	/*
+	 * Fewer bytes than the ring holds (the walk is bounded): a reader that reads exactly
+	 * this much and then waits for an edge, as nginx does, would wait with data in the
+	 * ring, whose doorbells it has had already. One more doorbell is the edge it waits for.
+	 */
+	if (cut && s->want_edges)
+		ring_self(s);
+	return n;
 }
 
 /* Take the doorbells off X: how many (zero-length messages); -1 once X is shut for good. */
@@ -1540,18 +1588,15 @@ static int rx_drain(struct san_sock *s)
 }
 
 /*
- * About to sleep until data comes: take the doorbells off X (only now that the ring is
- * empty, so X never reads as empty while frames wait), arm, re-check. 1: something came
- * (do not sleep); 0: armed.
+ * Take the doorbells off X, our flag down first and those owed included (below). The caller
+ * then arms (the ring is empty) or rings X itself (it is not), so that X reads as ready
+ * exactly while the ring holds something.
  */
-int san_conn_rx_arm(struct san_sock *s)
+static void rx_take_bells(struct san_sock *s)
 {
 	struct san_shm_cons *c = &s->rxr;
-	int r, max_waits;
+	int max_waits;
 
-	/* The end of the stream or a reset: X stays ready (the doorbell that said so stays on it). */
-	if (s->err || s->peer_fin || s->anchor_dead)
-		return 1;
 	/*
 	 * Flag down first: while it is down no producer takes it, so the doorbells owed are
 	 * known (bells_due) and no new one can start. A producer takes the flag, then rings
@@ -1563,6 +1608,7 @@ int san_conn_rx_arm(struct san_sock *s)
 	 * and a system call) and take them off too; bounded (SAN_CONN_BELL_WAITS).
 	 */
 	san_shm_ring_cons_unarm(c);
+	san_shm_ring_cons_bells_drained(c);
 	/*
 	 * Given up: at worst, one spurious wake-up later. The flag is in memory the peer can
 	 * write: one that keeps clearing it would make every wait here run out, so after
@@ -1586,19 +1632,47 @@ int san_conn_rx_arm(struct san_sock *s)
 		(void)san_sys_poll(&(struct pollfd){ s->xfd, POLLIN, 0 }, 1, 1);
 	}
 	c->bells_due = 0;
+}
+
+/*
+ * About to sleep until data comes: take the doorbells off X (only now that the ring is
+ * empty, so X never reads as empty while frames wait), arm, re-check. 1: something came
+ * (do not sleep); 0: armed.
+ */
+int san_conn_rx_arm(struct san_sock *s)
+{
+	struct san_shm_cons *c = &s->rxr;
+	int r;
+
+	/* The end of the stream or a reset: X stays ready (the doorbell that said so stays on it). */
+	if (s->err || s->peer_fin || s->anchor_dead)
+		return 1;
+	rx_take_bells(s);
 	r = san_shm_ring_cons_arm(c);
 	if (r == 1) {
 		/*
 		 * We took the doorbells: the data found must keep X readable if left unread; the
 		 * producer's doorbell does that when it took our flag first (bells_due counts it).
 		 */
-		if (!c->bell_coming && s->ylocal >= 0) {
-			san_sock_ring_self(s);
-			c->bells_due++;
-		}
+		if (!c->bell_coming && s->ylocal >= 0)
+			ring_self(s);
 		return 1;
 	}
 	return r < 0 ? 1 : 0;
+}
+
+/*
+ * A look that found data (a receive that returned some, FIONREAD), by a reader that may never
+ * meet an empty ring: when the peer has rung X SAN_CONN_BELLS_TRIM times since the last
+ * drain, take those doorbells off as a sleep would (rx_arm), which then rings X once itself
+ * if the ring still holds something (X stays readable, and that is a wake-up newer than this
+ * look for an edge-triggered waiter) or arms if it is empty. So X's queue never fills while
+ * the application reads (docs/protocol.md "A bounded doorbell queue").
+ */
+static void rx_trim_bells(struct san_sock *s)
+{
+	if (s->rxr.sh && san_shm_ring_cons_bells_since(&s->rxr) >= SAN_CONN_BELLS_TRIM)
+		(void)san_conn_rx_arm(s);
 }
 
 /*

@@ -13,11 +13,21 @@
  * core/san_sidechan.c; protocol.md "Side channel and ownership proof (shm)", "shm provider").
  */
 
-/* A zero-length message on the peer's Y makes its X readable; a peer that is gone costs nothing. */
+/*
+ * A zero-length message on the peer's Y makes its X readable; a peer that is gone costs nothing.
+ * Counted first (san_shm_ring_prod_bell), so that the peer's consumer knows how many wait on its
+ * X and takes them off before X's queue is full. A full queue (EAGAIN) is not waited out: X is
+ * readable already, and the peer drains at its next look, which the doorbells that filled the
+ * queue, all rung since its last look, wake it for (docs/protocol.md "A bounded doorbell
+ * queue").
+ */
 static void shm_ring_peer(struct san_sock *s)
 {
-	if (s->ypeer >= 0)
-		(void)san_sys_send(s->ypeer, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (s->ypeer < 0)
+		return;
+	if (s->txr.sh)
+		san_shm_ring_prod_bell(&s->txr);
+	(void)san_sys_send(s->ypeer, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 /* The peer plugged its X when it found no room: taking the plugs off its Y wakes it. */

@@ -35,6 +35,7 @@ int san_shm_ring_init(void *base, size_t map_len, uint64_t data_size)
 	atomic_store_explicit(&sh->prod, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->cons, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->cons_armed, 0, memory_order_relaxed);
+	atomic_store_explicit(&sh->bells, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->cons_edges, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->cons_window, 0, memory_order_relaxed);
 	atomic_store_explicit(&sh->direct, SAN_SHM_DIRECT_FREE, memory_order_relaxed);
@@ -512,6 +513,32 @@ void san_shm_ring_cons_disarm(struct san_shm_cons *c)
 {
 	c->armed = false;
 	atomic_store_explicit(&c->sh->cons_armed, 0, memory_order_relaxed);
+}
+
+void san_shm_ring_prod_bell(struct san_shm_prod *p)
+{
+	/* one writer (this producer, under its connection's lock): no locked add needed */
+	uint32_t n = atomic_load_explicit(&p->sh->bells, memory_order_relaxed);
+
+	atomic_store_explicit(&p->sh->bells, n + 1, memory_order_relaxed);
+}
+
+void san_shm_ring_cons_bells_drained(struct san_shm_cons *c)
+{
+	/*
+	 * Loaded before the drain's first receive: a doorbell counted after this load is
+	 * either taken by the drain or still counted by bells_since; one counted before it
+	 * but sent after the drain (at most one: the producer rings under its lock) is the
+	 * "give or take one".
+	 */
+	c->bells_at = atomic_load_explicit(&c->sh->bells, memory_order_seq_cst);
+	c->bells_self = 0;
+}
+
+uint32_t san_shm_ring_cons_bells_since(const struct san_shm_cons *c)
+{
+	return atomic_load_explicit(&c->sh->bells, memory_order_relaxed) - c->bells_at +
+	       c->bells_self;
 }
 
 void san_shm_ring_cons_window(struct san_shm_cons *c, uint32_t bytes)

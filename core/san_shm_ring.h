@@ -178,7 +178,14 @@ struct san_shm_ring_shared {
 	_Atomic uint32_t cons_armed; /* consumer sleeps, wants a doorbell: SAN_SHM_ARMED and the
 				      * read position it sleeps at, or 1 (an older consumer);
 				      * 0: not armed (set by consumer, cleared by who takes it) */
-	uint8_t rsvd1[SAN_SHM_RING_BLOCK - 12];
+	/*
+	 * Doorbells the producer has rung on the consumer's notification socket, ever (mod
+	 * 2^32), counted just before each is sent. The consumer compares it with its count at
+	 * its last drain: how many may wait unread on its socket, whose queue is bounded
+	 * (san_shm_ring_bells_since). A producer that predates the field leaves it 0.
+	 */
+	_Atomic uint32_t bells;
+	uint8_t rsvd1[SAN_SHM_RING_BLOCK - 16];
 	/* Block 2: the consumer's line. */
 	_Atomic uint64_t cons;	     /* bytes released, ever */
 	_Atomic uint32_t prod_armed; /* 1: producer sleeps, wants space (set by producer) */
@@ -249,6 +256,8 @@ struct san_shm_cons {
 	bool armed;
 	uint32_t bells_due;
 	uint8_t bell_giveups; /* waits for bells_due that ran out (san_conn_rx_arm) */
+	uint32_t bells_at;    /* the producer's bells count when we last drained X */
+	uint32_t bells_self;  /* doorbells we rang on our own X since (san_conn.c ring_self) */
 };
 
 /* A frame handed out by san_shm_ring_cons_peek(). */
@@ -389,6 +398,17 @@ void san_shm_ring_cons_unarm(struct san_shm_cons *c);
 
 /* Clear cons_armed (after waking, or when giving up the wait). */
 void san_shm_ring_cons_disarm(struct san_shm_cons *c);
+
+/*
+ * Producer: count one doorbell, just before ringing it (bells). Consumer: note the count
+ * just before taking the doorbells off its socket (bells_drained), and ask how many were
+ * rung since (bells_since): an upper bound, give or take one in flight, on the doorbells
+ * waiting there. The count is the peer's to write; a wrong one only makes the consumer
+ * drain more or less often.
+ */
+void san_shm_ring_prod_bell(struct san_shm_prod *p);
+void san_shm_ring_cons_bells_drained(struct san_shm_cons *c);
+uint32_t san_shm_ring_cons_bells_since(const struct san_shm_cons *c);
 
 /* Ask for a doorbell after every commit (on), or only when armed (off): cons_edges. */
 void san_shm_ring_cons_edges(struct san_shm_cons *c, bool on);
