@@ -587,8 +587,10 @@ static int deliver(struct vconn *v, const void *msg, uint32_t len)
 	room = san_shm_ring_prod_commit(&v->fill);
 	if (room < 0)
 		return -EPROTO; /* not a message header: the ring refuses to seal it */
-	if (room == 1)
+	if (room == 1) {
+		san_shm_ring_prod_bell(&v->fill); /* counted, as shm's producer counts (bells) */
 		san_sock_ring_self(s);
+	}
 	/* the peer's FIN: X reads as TCP does after one (shm: the peer shuts our Y) */
 	if (type == SAN_T_DISCONNECT && s->ylocal >= 0)
 		(void)san_sys_shutdown(s->ylocal, SHUT_WR);

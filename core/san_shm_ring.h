@@ -100,6 +100,11 @@
  * doorbell rung in between, and then sleep forever. Doorbells can be spurious (a producer that saw
  * the flag an instant before the consumer disarmed): a wake-up always re-checks the ring.
  *
+ * The doorbell fd's queue is small (a few hundred messages). A producer counts each doorbell it
+ * rings in bells, on its own line; a consumer that keeps reading without ever finding the ring
+ * empty (so never sleeping) compares the count with the one it noted at its last drain and
+ * drains again well before the queue could fill (docs/protocol.md "A bounded doorbell queue").
+ *
  * Sizing. With credits (docs/protocol.md §11) at most N messages of at most max_msg bytes are
  * outstanding, plus at most one PAD shorter than a frame. A data area of at least
  * (N + 1) * san_frame_len(max_msg) bytes therefore never makes a producer that respects its

@@ -675,6 +675,40 @@ START_TEST(test_doorbell_edges)
 END_TEST
 
 /*
+ * The doorbell count (bells): the producer counts each doorbell it rings, the consumer notes
+ * the count when it drains and asks how many came since (its own rings added), modulo 2^32;
+ * the count sits in the producer's line, beside cons_armed, and starts at 0.
+ */
+START_TEST(test_doorbell_count)
+{
+	struct tring t;
+
+	tring_open(&t, 4096, _i);
+	REQUIRE_EQ((uintptr_t)&SH(&t)->bells - (uintptr_t)&SH(&t)->prod, 12);
+	REQUIRE_EQ(atomic_load(&SH(&t)->bells), 0);
+	REQUIRE_EQ(san_shm_ring_cons_bells_since(&t.c), 0);
+	for (int i = 0; i < 40; i++)
+		san_shm_ring_prod_bell(&t.p);
+	REQUIRE_EQ(san_shm_ring_cons_bells_since(&t.c), 40);
+	t.c.bells_self = 2; /* two rung by the consumer on its own socket */
+	REQUIRE_EQ(san_shm_ring_cons_bells_since(&t.c), 42);
+	san_shm_ring_cons_bells_drained(&t.c);
+	REQUIRE_EQ(t.c.bells_self, 0);
+	REQUIRE_EQ(san_shm_ring_cons_bells_since(&t.c), 0);
+	san_shm_ring_prod_bell(&t.p);
+	REQUIRE_EQ(san_shm_ring_cons_bells_since(&t.c), 1);
+	/* across the wrap of the 32-bit count */
+	atomic_store(&SH(&t)->bells, UINT32_MAX - 1);
+	san_shm_ring_cons_bells_drained(&t.c);
+	for (int i = 0; i < 5; i++)
+		san_shm_ring_prod_bell(&t.p);
+	REQUIRE_EQ(atomic_load(&SH(&t)->bells), 3);
+	REQUIRE_EQ(san_shm_ring_cons_bells_since(&t.c), 5);
+	tring_close(&t);
+}
+END_TEST
+
+/*
  * The direct grant slot: offer, claim, revoke. A claim needs the offer to be current (the
  * producer committed nothing since the consumer looked) and wins against a revoke or loses to
  * it, never both; a revoke-and-reoffer between the producer's look and its claim (same
@@ -2117,6 +2151,7 @@ Suite *make_shm_ring_suite(void)
 	tcase_add_loop_test(tc, test_doorbell_flags, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_owed, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_edges, 0, NKINDS);
+	tcase_add_loop_test(tc, test_doorbell_count, 0, NKINDS);
 	tcase_add_loop_test(tc, test_direct_slot, 0, NKINDS);
 	tcase_add_test(tc, test_direct_race);
 	tcase_add_loop_test(tc, test_src_slot, 0, NKINDS);
