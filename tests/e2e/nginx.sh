@@ -4,7 +4,7 @@
 # shellcheck shell=bash
 
 # ngx_up NAME MODE — start nginx as MODE (pre|none) on a free loopback port, serving the files of
-# $TMP/www, its own files in $TMP/NAME; wait for its listener and its 2 workers. Sets NGX_PID (the
+# $TMP/www (and taking PUTs of up to 64 MiB into $TMP/www/up/), its own files in $TMP/NAME; wait for its listener and its 2 workers. Sets NGX_PID (the
 # master), NGX_PORT, NGX_WORKERS (their pids) and NGX_LOG (the error log, where the stats lines go).
 NGX_PID='' NGX_PORT='' NGX_WORKERS='' NGX_LOG=''
 ngx_up() {
@@ -35,6 +35,7 @@ http {
 	server {
 		listen 127.0.0.1:$port;
 		root $TMP/www;
+		location /up/ { dav_methods PUT; client_max_body_size 64m; }
 	}
 }
 EOF
