@@ -1,6 +1,7 @@
 /* core — the shm provider: processes of one host, over a shared memfd mapping. */
 #include <sys/socket.h>
 
+#include "core/san_log.h"
 #include "core/san_prov.h"
 #include "core/san_sock.h"
 #include "core/san_sys.h"
@@ -27,7 +28,8 @@ static void shm_ring_peer(struct san_sock *s)
 		return;
 	if (s->txr.sh)
 		san_shm_ring_prod_bell(&s->txr);
-	(void)san_sys_send(s->ypeer, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (san_sys_send(s->ypeer, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL) == -EAGAIN)
+		san_debug("fd %d: the peer's doorbell queue is full (it has not looked since)", s->fd);
 }
 
 /* The peer plugged its X when it found no room: taking the plugs off its Y wakes it. */
