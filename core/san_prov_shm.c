@@ -29,7 +29,8 @@ static void shm_ring_peer(struct san_sock *s)
 	if (s->txr.sh)
 		san_shm_ring_prod_bell(&s->txr);
 	if (san_sys_send(s->ypeer, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL) == -EAGAIN)
-		san_debug("fd %d: the peer's doorbell queue is full (it has not looked since)", s->fd);
+		san_debug("fd %d: the peer's doorbell queue is full (it has not looked since)",
+			  s->fd);
 }
 
 /* The peer plugged its X when it found no room: taking the plugs off its Y wakes it. */
