@@ -12,6 +12,7 @@
 #include "core/san_conf.h"
 #include "core/san_config.h"
 #include "core/san_core.h"
+#include "core/san_epoll_early.h"
 #include "core/san_fdtable.h"
 #include "core/san_forked.h"
 #include "core/san_log.h"
@@ -425,9 +426,30 @@ void san_sock_drop_fd(int fd, bool active, unsigned int reason)
 		san_stats_conn_set(san_stats_conn_of(fd), SAN_CS_FALLBACK, SAN_CP_TCP, reason);
 }
 
+/*
+ * A new candidate takes the registrations its number had before the connect: recorded as if
+ * made now (san_sock_epoll_ctl), EPOLLET asking for a doorbell per arrival. More than we keep
+ * leaves the connection on TCP (ep_overflow), as a later one would.
+ */
+static void sock_adopt_early(struct san_sock *s, const struct san_sock_epreg *early, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (i == SAN_SOCK_EPOLL_MAX) {
+			s->ep_overflow = true;
+			break;
+		}
+		s->ep[s->nep++] = early[i];
+		if (early[i].ev.events & EPOLLET)
+			s->want_edges = true;
+	}
+}
+
 void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 {
 	struct san_fd *f = san_fd_get(fd);
+	struct san_sock_epreg early[SAN_SOCK_EPOLL_MAX];
+	/* registrations made before the connect (nginx's upstream): the swap moves them too */
+	int nearly = san_ep_early_take(fd, early, SAN_SOCK_EPOLL_MAX);
 	struct san_sock *s;
 
 	if (f && san_fd_state(f) == SAN_FD_ACTIVE && !(san_fd_flags(f) & SAN_FDF_DUP)) {
@@ -442,6 +464,7 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 		}
 		if (!(s = sock_alloc(fd, SAN_UP_ROLE_A)))
 			return;
+		sock_adopt_early(s, early, nearly);
 		/* the peer's address as given: a loopback peer needs no getsockname/getpeername */
 		s->to_known = to_known;
 		if (to_known) {
@@ -2760,6 +2783,7 @@ void san_sock_atfork_child(void)
 	struct san_sock *s;
 
 	pthread_mutex_init(&reg_lock, NULL);
+	san_ep_early_atfork_child();
 	n_tx_mute = 0;
 	b_untouched = 0;
 	san_prov_atfork_child();

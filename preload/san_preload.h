@@ -206,6 +206,15 @@ static inline bool san_managed(int fd)
 	return unlikely(f && san_fd_managed_state(san_fd_state(f))) && !san_fd_guarded();
 }
 
+/* A tracked TCP socket that has not connected or listened yet. */
+static inline bool san_unconnected(int fd)
+{
+	struct san_fd *f = san_fd_slot(fd);
+
+	return unlikely(f && san_fd_state(f) == SAN_FD_TCP) && san_fdtable_owned() &&
+	       !san_fd_guarded();
+}
+
 /* A tracked TCP listener: it has a side channel to close with it. */
 static inline bool san_listener(int fd)
 {

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "core/san_epoll_early.h"
 #include "core/san_stats.h"
 #include "core/san_stats_conn.h"
 #include "core/san_sys.h"
@@ -52,6 +53,7 @@ void san_track_socket(int fd, int domain, int type, int protocol)
 	flags = (type & SOCK_NONBLOCK ? SAN_FDF_NONBLOCK : 0) |
 		(domain == AF_INET6 ? SAN_FDF_INET6 : 0);
 	san_track_stale_slot(fd);
+	san_ep_early_forget(fd); /* a number a close we never saw left registered */
 	if (san_fd_track(fd, SAN_FD_TCP, flags)) {
 		san_debug("fd %d: tcp socket beyond the fd table, untracked", fd);
 		return;
@@ -63,6 +65,7 @@ void san_track_socket(int fd, int domain, int type, int protocol)
 
 void san_track_listen(int fd)
 {
+	san_ep_early_forget(fd); /* no connect will take them */
 	if (san_fd_set_state(fd, SAN_FD_LISTENER) >= 0)
 		san_debug("fd %d: listener", fd);
 }
@@ -173,6 +176,7 @@ void san_track_close(int fd)
 	/* A vfork child's close is its own: the parent's entry and counts stay (san_fdtable.c). */
 	if (unlikely(!san_fdtable_owned()))
 		return;
+	san_ep_early_forget(fd);
 	old = san_stats_fd_close(fd);
 	/* fd 2 is still that socket until the real close: the log would write into it. */
 	if (old != SAN_FD_UNTRACKED && fd != STDERR_FILENO)
@@ -201,6 +205,7 @@ void san_track_close_range(unsigned int first, unsigned int last)
 			san_sock_on_close((int)fd);
 		else if (san_fd_state(f) == SAN_FD_LISTENER && !san_fd_guarded())
 			san_prov_unlisten((int)fd);
+		san_ep_early_forget((int)fd);
 		san_stats_fd_close((int)fd);
 	}
 	san_fd_clear_range(first, last);

@@ -1,5 +1,6 @@
 /* preload — wrappers: waiting for readiness (poll, select, epoll). */
 #include "preload/san_preload.h"
+#include "core/san_epoll_early.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -435,7 +436,11 @@ SAN_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		if (ret != SAN_PASS)
 			return (int)san_ret(ret);
 	}
-	return fn(epfd, op, fd, ev);
+	ret = fn(epfd, op, fd, ev);
+	/* before its connect (nginx's upstream): kept for the candidate the connect makes */
+	if (unlikely(san_unconnected(fd)) && ret == 0)
+		san_ep_early_note(epfd, op, fd, ev);
+	return ret;
 }
 
 SAN_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)

@@ -35,6 +35,7 @@
 	X(conf)             \
 	X(stats)            \
 	X(stats_conn)       \
+	X(epoll_early)      \
 	X(engine)
 
 #define SAN_UNIT_DECLARE(name) Suite *make_##name##_suite(void);
