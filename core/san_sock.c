@@ -1223,17 +1223,27 @@ bool san_sock_may_retry(const struct san_sock *s)
 }
 
 /*
+ * B, about to send on TCP: may this send begin an exchange? Only one that answers everything A
+ * had sent: nothing of A's waits unread in our socket as it begins (docs/protocol.md §9.7).
+ * What A sends after our bytes reached it, A counts as an exchange too (a_answered) and has
+ * proposed before when due. A send made while A's bytes wait (a full-duplex stream: both ends
+ * write at once) begins none: B counted those, A did not, and B closed its window before A
+ * was due. Looked at before the send: after it, a request-reply peer's next request is often
+ * there already (its reader, woken by our send, answers before our call returns). One FIONREAD
+ * per exchange, while the window is open. Lock held.
+ */
+static void b_send_begins(struct san_sock *s)
+{
+	if (s->role == SAN_UP_ROLE_B && !s->ex_sent && s->tcp_rx && !s->attempted && s->tcp >= 0)
+		s->ex_quiet = san_sys_inq(s->tcp) == 0;
+}
+
+/*
  * Sent on TCP: the exchange it belongs to has begun. A's begins at its send (the bytes it had
  * received before that send: a_due, taken before a direct send went to the kernel, so that a
- * reply another thread reads meanwhile answers this exchange). Lock held.
- *
- * B's exchange begins only at a send that answers everything A had sent: nothing of A's waits
- * unread in our socket (docs/protocol.md §9.7). What A sends after that, A sent after our
- * bytes reached it, so A counts that exchange too (a_answered) and has proposed before it
- * when due. A send made while A's bytes wait (a full-duplex stream: both ends write at once)
- * begins none: B counted those, A did not, and B closed its window before A was due. A
- * server's greeting (sent before it received anything) begins none either: A counts its
- * exchanges from its own first send. One FIONREAD per exchange, while the window is open.
+ * reply another thread reads meanwhile answers this exchange). B's, at a send that answered
+ * all A had sent (b_send_begins): a server's greeting, sent before it received anything,
+ * begins none (A counts its exchanges from its own first send). Lock held.
  */
 static void a_sent(struct san_sock *s)
 {
@@ -1242,8 +1252,9 @@ static void a_sent(struct san_sock *s)
 	if (s->role == SAN_UP_ROLE_A) {
 		s->ex_sent = true;
 		s->ex_rx0 = s->late ? s->ex_rx_pre : s->tcp_rx;
-	} else if (s->tcp_rx && !s->attempted && s->tcp >= 0 && san_sys_inq(s->tcp) == 0) {
+	} else if (s->ex_quiet) {
 		s->ex_sent = true;
+		s->ex_quiet = false;
 		s->ex_rx0 = s->tcp_rx;
 	}
 }
@@ -1843,6 +1854,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			mh.msg_iov = v;
 			mh.msg_iovlen = (size_t)cnt;
 			/* MSG_NOSIGNAL: SIGPIPE is raised once, where the call ends (below) */
+			b_send_begins(s);
 			r = san_sys_sendmsg(s->tcp, &mh, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (r > 0) {
 				s->tcp_tx += (uint64_t)r;
@@ -2082,7 +2094,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			 * the window now rather than after SAN_B_WINDOW_MS of the slower,
 			 * counted path. (Not on bytes: A's due point by bytes comes only at its
 			 * next call, and one blocking send may carry megabytes.) B's exchanges
-			 * are those A has counted too (a_sent); one more than A's last try, for
+			 * are those A has counted too (b_send_begins); one more than A's last try, for
 			 * bytes A sent before ours reached it that its kernel held back while
 			 * our receive queue was full (they come after our socket looked empty).
 			 */

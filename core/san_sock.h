@@ -85,6 +85,7 @@ struct san_sock {
 	uint64_t ex_rx0;      /* tcp_rx when the current exchange's first send went */
 	uint64_t ex_rx_pre;   /* A: tcp_rx before the send that may begin an exchange (a_due) */
 	bool due_waits;	      /* A: due, but another thread's call was in the kernel */
+	bool ex_quiet;	      /* B: nothing of A's waited as this send began (b_send_begins) */
 	uint32_t up_tries;    /* A: proposals that found another process than the owner */
 	uint32_t in_kernel;   /* calls in the kernel on the TCP socket (sock_direct), A or B */
 	uint32_t ex_retry;    /* A: ... the next one not before this exchange */
