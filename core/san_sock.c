@@ -1197,7 +1197,7 @@ static bool a_due(struct san_sock *s, bool send)
 bool san_sock_retry_later(struct san_sock *s)
 {
 	/* (a sandboxed process may not propose again: san_core_sandboxed) */
-	if (s->role != SAN_UP_ROLE_A || !s->late || ++s->up_tries >= SAN_A_TRIES ||
+	if (s->role != SAN_UP_ROLE_A || !s->late || ++s->up_tries >= SAN_A_TRIES || s->last_try ||
 	    san_core_is_sandboxed())
 		return false;
 	s->attempted = false;
@@ -1219,7 +1219,7 @@ bool san_sock_retry_later(struct san_sock *s)
 /* Will a refusal of the proposal about to go be followed by another (SAN_CAP_RETRIES)? */
 bool san_sock_may_retry(const struct san_sock *s)
 {
-	return s->role == SAN_UP_ROLE_A && s->late && s->up_tries + 1 < SAN_A_TRIES;
+	return s->role == SAN_UP_ROLE_A && s->late && s->up_tries + 1 < SAN_A_TRIES && !s->last_try;
 }
 
 /*
@@ -1471,7 +1471,11 @@ static bool sock_send_would_wait(struct san_sock *s)
  * bytes the kernel took at once never saw a send wait (a_due defers to that wait), and its
  * reader may not have run yet: an asyncio writer task sends its 1 MiB and write_eof()s before
  * the reader task's first receive (the peer's reply, all of it, still to come). The shutdown
- * ended the window there, and the connection stayed TCP. Lock held.
+ * ended the window there, and the connection stayed TCP. That proposal is A's last (the window
+ * ends with the shutdown: last_try), so it goes without SAN_CAP_RETRIES: B takes a connection
+ * it has accepted and not touched yet, or holds it briefly for its accept(), where it refused
+ * a proposal that another would follow (a busy server had not read a byte of a connection
+ * whose client had sent 1.8 MB and shut down). Lock held.
  */
 static bool a_due_at_shutdown(struct san_sock *s)
 {
@@ -2298,8 +2302,10 @@ int san_sock_shutdown(int fd, int how)
 	if (!s)
 		return SAN_PASS;
 	pthread_mutex_lock(&s->lock);
-	if (how != SHUT_RD && a_due_at_shutdown(s))
+	if (how != SHUT_RD && a_due_at_shutdown(s)) {
+		s->last_try = true;
 		a_propose_now(s, san_prov_for_a(NULL));
+	}
 	if (!s->swapped && !s->committed) {
 		/* Not switched: shutting down ends the window; the kernel does the rest. */
 		if (!s->attempted || s->rx == SK_RX_TCP)
