@@ -1171,14 +1171,29 @@ static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t max, s
 
 #define SAN_A_TRIES 3
 
+/*
+ * Has the peer answered the exchange we began: bytes of its came since our first send of it,
+ * read or still in the socket? Still in the socket counts too: B counts an exchange by what
+ * reached us (b_sent), and a full-duplex A (a writer task that runs until TCP pushes back, its
+ * reader task after) may read nothing between many sends while B's replies are there. A
+ * counting only what it read fell behind B, which then closed its window before A was due
+ * (0 of 200 asyncio echoes switched). Lock held.
+ */
+static bool a_answered(struct san_sock *s)
+{
+	return s->tcp_rx > s->ex_rx0 || (s->tcp >= 0 && san_sys_inq(s->tcp) > 0);
+}
+
 static bool a_due(struct san_sock *s, bool send)
 {
 	uint64_t bytes = s->retry_bytes > SAN_SWITCH_BYTES ? s->retry_bytes : SAN_SWITCH_BYTES;
 
-	if (send && s->ex_sent && s->tcp_rx > s->ex_rx0) {
+	if (send && s->ex_sent && a_answered(s)) {
 		s->ex_done++;
 		s->ex_sent = false;
 	}
+	if (send && !s->ex_sent)
+		s->ex_rx_pre = s->tcp_rx; /* this send may begin an exchange: a_sent */
 	s->bytes_due_tx = false;
 	s->proposed_in_send = false;
 	if (!send && s->retry_rx) {
@@ -1205,10 +1220,11 @@ static bool a_due(struct san_sock *s, bool send)
 bool san_sock_retry_later(struct san_sock *s)
 {
 	/* (a sandboxed process may not propose again: san_core_sandboxed) */
-	if (s->role != SAN_UP_ROLE_A || !s->late || ++s->up_tries >= SAN_A_TRIES ||
+	if (s->role != SAN_UP_ROLE_A || !s->late || ++s->up_tries >= SAN_A_TRIES || s->last_try ||
 	    san_core_is_sandboxed())
 		return false;
 	s->attempted = false;
+	s->due_waits = false;
 	san_stats_conn_set(s->stc, SAN_CS_CANDIDATE, SAN_CONN_KEEP, 0);
 	s->ex_retry = s->ex_done + 1;
 	s->retry_bytes = s->tcp_tx + s->tcp_rx + SAN_SWITCH_BYTES;
@@ -1226,17 +1242,42 @@ bool san_sock_retry_later(struct san_sock *s)
 /* Will a refusal of the proposal about to go be followed by another (SAN_CAP_RETRIES)? */
 bool san_sock_may_retry(const struct san_sock *s)
 {
-	return s->role == SAN_UP_ROLE_A && s->late && s->up_tries + 1 < SAN_A_TRIES;
+	return s->role == SAN_UP_ROLE_A && s->late && s->up_tries + 1 < SAN_A_TRIES && !s->last_try;
 }
 
 /*
- * Sent on TCP: the exchange it belongs to has begun. B's send before it received anything (a
- * server's greeting) begins none: A counts its exchanges from its own first send. Lock held.
+ * B, about to send on TCP: may this send begin an exchange? Only one that answers everything A
+ * had sent: nothing of A's waits unread in our socket as it begins (docs/protocol.md §9.7).
+ * What A sends after our bytes reached it, A counts as an exchange too (a_answered) and has
+ * proposed before when due. A send made while A's bytes wait (a full-duplex stream: both ends
+ * write at once) begins none: B counted those, A did not, and B closed its window before A
+ * was due. Looked at before the send: after it, a request-reply peer's next request is often
+ * there already (its reader, woken by our send, answers before our call returns). One FIONREAD
+ * per exchange, while the window is open. Lock held.
+ */
+static void b_send_begins(struct san_sock *s)
+{
+	if (s->role == SAN_UP_ROLE_B && !s->ex_sent && s->tcp_rx && !s->attempted && s->tcp >= 0)
+		s->ex_quiet = san_sys_inq(s->tcp) == 0;
+}
+
+/*
+ * Sent on TCP: the exchange it belongs to has begun. A's begins at its send (the bytes it had
+ * received before that send: a_due, taken before a direct send went to the kernel, so that a
+ * reply another thread reads meanwhile answers this exchange). B's, at a send that answered
+ * all A had sent (b_send_begins): a server's greeting, sent before it received anything,
+ * begins none (A counts its exchanges from its own first send). Lock held.
  */
 static void a_sent(struct san_sock *s)
 {
-	if (!s->ex_sent && (s->role == SAN_UP_ROLE_A || s->tcp_rx)) {
+	if (s->ex_sent)
+		return;
+	if (s->role == SAN_UP_ROLE_A) {
 		s->ex_sent = true;
+		s->ex_rx0 = s->late ? s->ex_rx_pre : s->tcp_rx;
+	} else if (s->ex_quiet) {
+		s->ex_sent = true;
+		s->ex_quiet = false;
 		s->ex_rx0 = s->tcp_rx;
 	}
 }
@@ -1306,8 +1347,14 @@ static bool sock_direct_ok(const struct san_sock *s, bool send)
 {
 	if (s->attempted || s->dropped || s->rx != SK_RX_TCP || s->tx != SK_TX_TCP)
 		return false;
+	/*
+	 * (A due by bytes in a send: that send must see its EAGAIN: a_due. Due while another
+	 * thread's call was in the kernel: no call goes there any more, so the next one that
+	 * finds none there proposes; a writer and a reader each blocked in the kernel in turn
+	 * would otherwise never leave that moment to either.)
+	 */
 	if (s->role == SAN_UP_ROLE_A)
-		return s->late && !s->bytes_due_tx; /* (that send must see its EAGAIN: a_due) */
+		return s->late && !s->bytes_due_tx && !s->due_waits;
 	return !send && san_cfg.switch_after && !s->tcp_tx && s->tcp_rx < SAN_SWITCH_BYTES / 4 &&
 	       !san_prov_remote();
 }
@@ -1408,8 +1455,12 @@ static void sock_before_io(struct san_sock *s, bool send)
 			san_sock_drop(s, SAN_FB_NOT_ATTEMPTED); /* B's window is closing */
 			return;
 		}
-		if (s->late && (!a_due(s, send) || s->in_kernel))
+		if (s->late && !a_due(s, send))
 			return;
+		if (s->late && s->in_kernel) {
+			s->due_waits = true;
+			return;
+		}
 		a_propose_now(s, p);
 	}
 	else if (s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP &&
@@ -1436,6 +1487,26 @@ static bool sock_send_would_wait(struct san_sock *s)
 	s->proposed_in_send = true;
 	a_propose_now(s, san_prov_for_a(NULL));
 	return s->attempted || s->dropped; /* (else nothing changed: the call waits as it would) */
+}
+
+/*
+ * A's shutdown of its sends, due by bytes and not proposed yet: propose first. A sender whose
+ * bytes the kernel took at once never saw a send wait (a_due defers to that wait), and its
+ * reader may not have run yet: an asyncio writer task sends its 1 MiB and write_eof()s before
+ * the reader task's first receive (the peer's reply, all of it, still to come). The shutdown
+ * ended the window there, and the connection stayed TCP. That proposal is A's last (the window
+ * ends with the shutdown: last_try), so it goes without SAN_CAP_RETRIES: B takes a connection
+ * it has accepted and not touched yet, or holds it briefly for its accept(), where it refused
+ * a proposal that another would follow (a busy server had not read a byte of a connection
+ * whose client had sent 1.8 MB and shut down). Lock held.
+ */
+static bool a_due_at_shutdown(struct san_sock *s)
+{
+	uint64_t bytes = s->retry_bytes > SAN_SWITCH_BYTES ? s->retry_bytes : SAN_SWITCH_BYTES;
+
+	return s->role == SAN_UP_ROLE_A && s->late && !s->attempted && !s->dropped &&
+	       !s->in_kernel && s->rx == SK_RX_TCP && s->tx == SK_TX_TCP &&
+	       s->tcp_tx + s->tcp_rx >= bytes && now_ns() <= s->deadline_ns;
 }
 
 /*
@@ -1810,6 +1881,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			mh.msg_iov = v;
 			mh.msg_iovlen = (size_t)cnt;
 			/* MSG_NOSIGNAL: SIGPIPE is raised once, where the call ends (below) */
+			b_send_begins(s);
 			r = san_sys_sendmsg(s->tcp, &mh, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (r > 0) {
 				s->tcp_tx += (uint64_t)r;
@@ -2048,7 +2120,10 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			 * exchanges if refused): this peer never will. Close
 			 * the window now rather than after SAN_B_WINDOW_MS of the slower,
 			 * counted path. (Not on bytes: A's due point by bytes comes only at its
-			 * next call, and one blocking send may carry megabytes.)
+			 * next call, and one blocking send may carry megabytes.) B's exchanges
+			 * are those A has counted too (b_send_begins); one more than A's last try, for
+			 * bytes A sent before ours reached it that its kernel held back while
+			 * our receive queue was full (they come after our socket looked empty).
 			 */
 			if (r > 0 && s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP) {
 				if (s->ex_sent) {
@@ -2056,7 +2131,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 					s->ex_sent = false;
 				}
 				if (!san_cfg.switch_after ||
-				    s->ex_done > san_cfg.switch_after + SAN_A_TRIES - 1) {
+				    s->ex_done > san_cfg.switch_after + SAN_A_TRIES) {
 					m->msg_flags = mh.msg_flags;
 					san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
 					waitfd = s->tcp; /* a MSG_WAITALL rest: the next round passes through */
@@ -2250,6 +2325,10 @@ int san_sock_shutdown(int fd, int how)
 	if (!s)
 		return SAN_PASS;
 	pthread_mutex_lock(&s->lock);
+	if (how != SHUT_RD && a_due_at_shutdown(s)) {
+		s->last_try = true;
+		a_propose_now(s, san_prov_for_a(NULL));
+	}
 	if (!s->swapped && !s->committed) {
 		/* Not switched: shutting down ends the window; the kernel does the rest. */
 		if (!s->attempted || s->rx == SK_RX_TCP)

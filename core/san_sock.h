@@ -83,6 +83,10 @@ struct san_sock {
 	bool ex_sent;	      /* we sent in the current exchange (A, B: san_sock.c, a_due) */
 	uint32_t ex_done;     /* exchanges completed: sent, then received */
 	uint64_t ex_rx0;      /* tcp_rx when the current exchange's first send went */
+	uint64_t ex_rx_pre;   /* A: tcp_rx before the send that may begin an exchange (a_due) */
+	bool due_waits;	      /* A: due, but another thread's call was in the kernel */
+	bool ex_quiet;	      /* B: nothing of A's waited as this send began (b_send_begins) */
+	bool last_try;	      /* A: the proposal at its shutdown, its last (a_due_at_shutdown) */
 	uint32_t up_tries;    /* A: proposals that found another process than the owner */
 	uint32_t in_kernel;   /* calls in the kernel on the TCP socket (sock_direct), A or B */
 	uint32_t ex_retry;    /* A: ... the next one not before this exchange */

@@ -454,6 +454,31 @@ void san_up_b_fallback(struct san_sock *s, unsigned int reason)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/*
+ * A PROPOSE names no candidate of ours. Ours all the same, on a number that stays TCP (its
+ * window closed: at its end, at a shutdown, or early, once the peer had begun the exchanges in
+ * which a switch would have proposed: san_sock.c), it is STATE: this connection will not
+ * switch here, and A, told so, stops proposing. NOT_OWNER said another process held it, and A
+ * proposed twice more (a full-duplex stream's log read "not owned by the acceptor" of the
+ * acceptor's own connection). Another process's, or in the accept queue: NOT_OWNER.
+ */
+static uint16_t b_not_found(const struct san_tuple *t)
+{
+	struct san_fd *f;
+	uint64_t ino;
+	int fd;
+
+	if (san_owner_find_inode(t, &ino) != 0 || (fd = san_owner_pid_fd_of_inode(getpid(), ino)) < 0)
+		return SAN_R_NOT_OWNER;
+	f = san_fd_get(fd);
+	/* (a fork's copy may be another process's candidate: san_forked.h) */
+	if (!f || san_fd_state(f) != SAN_FD_CONN ||
+	    (san_fd_flags(f) & (SAN_FDF_OPENED | SAN_FDF_FORKED)))
+		return SAN_R_NOT_OWNER;
+	san_debug("fd %d: PROPOSE for a connection of ours that stays TCP (its window closed)", fd);
+	return SAN_R_STATE;
+}
+
 static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 {
 	const struct san_propose *p = &rx->msg.u.propose;
@@ -475,7 +500,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	t.peer = p->src;
 	s = c->s ? c->s : san_sock_find_tuple(&t);
 	if (!s)
-		return SAN_R_NOT_OWNER;
+		return b_not_found(&t);
 	c->s = s;
 	if (san_sock_conf_refuses(s, &t.local))
 		return SAN_R_POLICY;

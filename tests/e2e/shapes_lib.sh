@@ -3,14 +3,14 @@
 
 # shapes_run NAME SRVMODE CLIMODE SHAPE SIZE REQS CHUNK [ENV...] — shapes.py's server in SHAPE for
 # $CONNS connections (as SRVMODE: pre, none) and its client (as CLIMODE), with ENV (VAR=value) at
-# both; fails on any exit status but 0 (a wrong byte makes the client exit 1). Outputs in
+# both (and CLIENT_ENV, one VAR=value, at the client alone); fails on any exit status but 0 (a wrong byte makes the client exit 1). Outputs in
 # $TMP/NAME.{cli,srv}.{out,err}; RUN_WORST: the slowest first request, whole milliseconds.
 RUN_WORST=
 shapes_run() {
 	local name=$1 sm=$2 cm=$3 shape=$4 size=$5 reqs=$6 chunk=$7 rc=0 srv_rc=0
 	shift 7
 	start_pf "$name.srv" "$sm" env "$@" "$PY" "$E2E_DIR/shapes.py" server "$shape" '{PORTFILE}' "$CONNS"
-	as_t "$cm" 60 env "$@" "$PY" "$E2E_DIR/shapes.py" client "$SERVER_PORT" "$CONNS" "$size" "$reqs" \
+	as_t "$cm" 60 env "$@" ${CLIENT_ENV:+"$CLIENT_ENV"} "$PY" "$E2E_DIR/shapes.py" client "$SERVER_PORT" "$CONNS" "$size" "$reqs" \
 		"$chunk" "${CLIENT_FORK:-0}" >"$TMP/$name.cli.out" 2>"$TMP/$name.cli.err" || rc=$?
 	wait_pid "$SERVER_PID" 30 || srv_rc=$?
 	no_preload_errors "$TMP/$name.cli.err" "$TMP/$name.srv.err"

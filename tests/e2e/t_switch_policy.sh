@@ -11,6 +11,8 @@
 #   - one 1 MiB request in 64 KiB sends: due after 256 KiB moved (the length and 4 pieces over
 #     TCP), proposed at the first send that finds TCP's buffer full, else at the receive of the
 #     reply; in one send: proposed at the next call;
+#   - a client proposing after the server's window closed (its own SANSWITCH_SWITCH_AFTER=8):
+#     refused STATE, not NOT_OWNER;
 #   - one end preloaded, the other not (either way): bytes checked, nothing switched, no stall.
 # timeout: 180
 # shellcheck source=tests/e2e/lib.sh
@@ -106,6 +108,16 @@ na=$(tr ' ' '\n' <<<"$CL" | sed -n 's/^fallback_not_attempted=//p')
 	fail "bulk1: expected each connection switched or not attempted: $CL"
 log "one 1 MiB request: in 64 KiB sends switched after 256 KiB or later; in one send, at the next call" \
 	"($sw of $CONNS)"
+
+# A client whose own policy proposes later than the server's window lasts (SANSWITCH_SWITCH_AFTER=8:
+# at its 9th request; the server, at the default, ends the window once the client has begun its
+# 6th): refused STATE, the connection the server's own and staying TCP. Before, NOT_OWNER ("not
+# owned by the acceptor") three times, at the 9th request and the two after.
+CLIENT_ENV=SANSWITCH_SWITCH_AFTER=8 run late pre pre 10 11
+expect late "$CL" switched 0
+expect late "$CL" fallback_state "$CONNS"
+expect late "$SL" fallback_not_attempted "$CONNS"
+log "a client proposing after the server's window closed: refused STATE at once, all $CONNS on TCP"
 
 run cli_only none pre 10 3
 expect cli_only "$CL" switched 0
