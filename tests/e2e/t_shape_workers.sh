@@ -49,7 +49,9 @@ run() { # SHAPE MODE(pre|none) SIZE [BASE_MS] (clientfork: the single server, th
 	[ "$shape" = clientfork ] && shape=single
 	CLIENT_FORK=$([ "$1" = clientfork ] && echo 1 || echo 0) \
 		shapes_run "$1.$2.$3" "$2" "$2" "$shape" "$3" "$REQS" 0
-	[ "$RUN_WORST" -lt "$limit" ] ||
+	# kernel TCP's run is the oracle: what it takes is measured, not judged (an inetd first
+	# request, a python3 exec, took 307 ms there once on a loaded machine)
+	[ "$2" = none ] || [ "$RUN_WORST" -lt "$limit" ] ||
 		{ show "$TMP/$1.$2.$3.cli.out"; fail "$1.$2.$3: a first request took $RUN_WORST ms (limit $limit)"; }
 }
 
