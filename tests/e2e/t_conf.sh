@@ -168,3 +168,39 @@ pid=$(tail -n 1 <<<"$out")
 [ -s "$TMP/lf/env.$pid" ] && [ ! -e "$TMP/lf/conf.$pid" ] ||
 	{ ls -l "$TMP/lf" >&2; fail "SANSWITCH_LOG_FILE does not win over the file's log_file"; }
 log "the file's log_file and log_level: debug lines in its file; SANSWITCH_LOG_FILE wins"
+
+# ------------------------------------------------------------ sanstat names the rule's reason
+# A connection kept on TCP by a client rule shows in sanstat as fallback, provider tcp, reason
+# conf, while it is open (issue 18: the rule is seen in sanstat and in the stats line).
+need_cmd jq
+P_HOLD=$(free_port) || fail "free_port"
+printf 'tcp client * 127.0.0.1 %s\n' "$P_HOLD" >"$CONF"
+rm -f "$TMP/hold.go"
+HOLD='import os, socket, sys, time
+port, go = int(sys.argv[1]), sys.argv[2]
+if sys.argv[3] == "srv":
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    l.bind(("127.0.0.1", port)); l.listen(1); c, _ = l.accept(); c.recv(1)
+    while not os.path.exists(go): time.sleep(0.05)
+else:
+    c = socket.create_connection(("127.0.0.1", port)); c.sendall(b"x")
+    while not os.path.exists(go): time.sleep(0.05)'
+spawn hold.srv pre env SANSWITCH_CONF="$CONF" "$PY" -c "$HOLD" "$P_HOLD" "$TMP/hold.go" srv
+HSRV=$SPAWN_PID
+wait_listen "$P_HOLD" "$HSRV" 10 || fail "the holding server does not listen on $P_HOLD"
+spawn hold.cli pre env SANSWITCH_CONF="$CONF" "$PY" -c "$HOLD" "$P_HOLD" "$TMP/hold.go" cli
+HCLI=$SPAWN_PID
+row=
+for _ in $(seq 100); do
+	row=$("$BUILD/sanstat" --json -p "$HCLI" --port "$P_HOLD" 2>/dev/null |
+		jq -c '.processes[].connections[] | select(.role == "client")' 2>/dev/null) || row=
+	[ -n "$row" ] && break
+	sleep 0.1
+done
+touch "$TMP/hold.go"
+wait_pid "$HCLI" 10 >/dev/null || true
+wait_pid "$HSRV" 10 >/dev/null || true
+[ -n "$row" ] || fail "sanstat never showed the client's connection to port $P_HOLD"
+[ "$(jq -r '"\(.state)/\(.provider)/\(.fallback_reason)"' <<<"$row")" = fallback/tcp/conf ] ||
+	fail "sanstat shows the rule's connection as $row, expected fallback/tcp/conf"
+log "sanstat: the connection a rule keeps on TCP shows fallback, tcp, reason conf"
