@@ -54,6 +54,14 @@ static void ring_self(struct san_sock *s)
 	s->rxr.bells_self++;
 }
 
+/* Bytes sent over the SAN (stats on): the process's count and the connection's sanstat slot. */
+static void count_san_tx(struct san_sock *s, uint64_t n)
+{
+	san_stats_add(SAN_STAT_SAN_TX_BYTES, n);
+	if (s->stc)
+		san_stats_conn_add(&s->stc->san_tx, n);
+}
+
 /*
  * The largest DATA payload this connection's frames carry: SAN_CONN_CHUNK, or less when the
  * provider's messages are smaller (verbs: a receive slot holds one message).
@@ -319,11 +327,8 @@ static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt
 	}
 	if (!sent)
 		return -EAGAIN;
-	if (san_stats_enabled() && !s->txr.hold) { /* held: counted once moved (src_move) */
-		san_stats_add(SAN_STAT_SAN_TX_BYTES, sent);
-		if (s->stc)
-			san_stats_conn_add(&s->stc->san_tx, sent);
-	}
+	if (san_stats_enabled() && !s->txr.hold) /* held: counted once moved (src_move) */
+		count_san_tx(s, sent);
 	return (ssize_t)sent;
 }
 
@@ -537,9 +542,7 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 	san_stage_push(&s->stage, off, len, s->prov->area_key(s));
 	s->xfer_tx_id++;
 	if (san_stats_enabled() && !s->txr.hold) {
-		san_stats_add(SAN_STAT_SAN_TX_BYTES, len);
-		if (s->stc)
-			san_stats_conn_add(&s->stc->san_tx, len);
+		count_san_tx(s, len);
 		san_stats_add(grant ? SAN_STAT_GRANT_TX_BYTES : SAN_STAT_READ_TX_BYTES, len);
 	}
 	return (ssize_t)len;
@@ -606,9 +609,7 @@ static ssize_t send_direct(struct san_sock *s, const struct iovec *iov, int iovc
 		return -ECONNRESET;
 	}
 	if (done && san_stats_enabled()) {
-		san_stats_add(SAN_STAT_SAN_TX_BYTES, done);
-		if (s->stc)
-			san_stats_conn_add(&s->stc->san_tx, done);
+		count_san_tx(s, done);
 		san_stats_add(SAN_STAT_DIRECT_TX_BYTES, done);
 	}
 	return (ssize_t)done;
@@ -772,9 +773,7 @@ ssize_t san_conn_src_move(struct san_sock *s, const struct iovec *iov, int iovcn
 	san_sock_unplug(s->ylocal);
 	pthread_cond_broadcast(&s->cond); /* sends that waited for the slot */
 	if (san_stats_enabled()) {
-		san_stats_add(SAN_STAT_SAN_TX_BYTES, sent);
-		if (s->stc)
-			san_stats_conn_add(&s->stc->san_tx, sent);
+		count_san_tx(s, sent);
 		if (mode == SAN_XFER_READ || mode == SAN_XFER_GRANT)
 			san_stats_add(mode == SAN_XFER_GRANT ? SAN_STAT_GRANT_TX_BYTES
 							     : SAN_STAT_READ_TX_BYTES,
@@ -820,9 +819,7 @@ ssize_t san_conn_src_settle(struct san_sock *s, bool give_up)
 		s->src_off = true;
 	}
 	if (got && san_stats_enabled()) {
-		san_stats_add(SAN_STAT_SAN_TX_BYTES, got);
-		if (s->stc)
-			san_stats_conn_add(&s->stc->san_tx, got);
+		count_san_tx(s, got);
 		san_stats_add(SAN_STAT_DREAD_TX_BYTES, got);
 	}
 	return (ssize_t)got;

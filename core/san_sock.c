@@ -1360,6 +1360,20 @@ static bool sock_direct_ok(const struct san_sock *s, bool send)
 }
 
 /*
+ * Application bytes moved over TCP on a candidate (lock held): our count, which the switch-over
+ * offsets come from, and the connection's sanstat slot.
+ */
+static void sock_tcp_moved(struct san_sock *s, bool tx, uint64_t n)
+{
+	if (tx)
+		s->tcp_tx += n;
+	else
+		s->tcp_rx += n;
+	if (s->stc)
+		san_stats_conn_add(tx ? &s->stc->tcp_tx : &s->stc->tcp_rx, n);
+}
+
+/*
  * (Through the caller's own number, which names the TCP socket too: another number of the
  * connection may be closed by another thread while this call is in the kernel.)
  */
@@ -1373,14 +1387,10 @@ static ssize_t sock_direct(struct san_sock *s, int fd, struct msghdr *m, int fla
 	pthread_mutex_lock(&s->lock);
 	s->in_kernel--;
 	if (r > 0 && send) {
-		s->tcp_tx += (uint64_t)r;
-		if (s->stc)
-			san_stats_conn_add(&s->stc->tcp_tx, (uint64_t)r);
+		sock_tcp_moved(s, true, (uint64_t)r);
 		a_sent(s);
 	} else if (r > 0 && !(flags & MSG_PEEK)) {
-		s->tcp_rx += (uint64_t)r;
-		if (s->stc)
-			san_stats_conn_add(&s->stc->tcp_rx, (uint64_t)r);
+		sock_tcp_moved(s, false, (uint64_t)r);
 	}
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
@@ -1884,9 +1894,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			b_send_begins(s);
 			r = san_sys_sendmsg(s->tcp, &mh, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (r > 0) {
-				s->tcp_tx += (uint64_t)r;
-				if (s->stc)
-					san_stats_conn_add(&s->stc->tcp_tx, (uint64_t)r);
+				sock_tcp_moved(s, true, (uint64_t)r);
 				a_sent(s);
 			}
 			if (r == -EAGAIN && sock_send_would_wait(s))
@@ -2107,11 +2115,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			mh.msg_iov = v;
 			mh.msg_iovlen = (size_t)cnt;
 			r = san_sys_recvmsg(s->tcp, &mh, flags | MSG_DONTWAIT);
-			if (r > 0 && !(flags & MSG_PEEK)) {
-				s->tcp_rx += (uint64_t)r;
-				if (s->stc)
-					san_stats_conn_add(&s->stc->tcp_rx, (uint64_t)r);
-			}
+			if (r > 0 && !(flags & MSG_PEEK))
+				sock_tcp_moved(s, false, (uint64_t)r);
 			/*
 			 * B: data from A with no PROPOSE handled, past the point where a switch
 			 * at the other end would have proposed (before its first byte with
