@@ -56,6 +56,8 @@ enum san_fault {
 	SAN_FAULT_RING_GARBAGE, /* shm: a data send scribbles on the shared ring and area instead */
 	SAN_FAULT_COUNTS_BUSY, /* a connection's first look at the kernel's counts finds them moving */
 	SAN_FAULT_BELL_LATE,   /* shm: a producer that took the peer's flag rings 300 us later */
+	SAN_FAULT_FORK_DIE_LOCKED, /* a fork child sharing a connection dies in its first send, locked */
+	SAN_FAULT_FORK_NOMEM,  /* fork(): no memory for the child's records of its connections */
 	SAN_FAULT_NR,
 };
 

@@ -1,4 +1,5 @@
 /* core — the switched data path over the shm rings: DATA in, DATA out, READ, doorbells, close. */
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -58,8 +59,8 @@ static void ring_self(struct san_sock *s)
 static void count_san_tx(struct san_sock *s, uint64_t n)
 {
 	san_stats_add(SAN_STAT_SAN_TX_BYTES, n);
-	if (s->stc)
-		san_stats_conn_add(&s->stc->san_tx, n);
+	if (s->proc->stc)
+		san_stats_conn_add(&s->proc->stc->san_tx, n);
 }
 
 /*
@@ -548,6 +549,17 @@ static ssize_t send_region(struct san_sock *s, const struct iovec *iov, int iovc
 	return (ssize_t)len;
 }
 
+/*
+ * May this process offer its own buffers (direct grant, direct read)? The peer writes into and
+ * reads from the pid that proved itself at the switch, so only that process may, and only while
+ * no other shares the connection (docs/engine.md §7.1): a fork child's buffer address names the
+ * parent's memory there, and while both hold it, either may be the one whose call offered.
+ */
+static bool offers_ours(const struct san_sock *s)
+{
+	return !s->proc->from_fork && __atomic_load_n(&s->users, __ATOMIC_ACQUIRE) == 1;
+}
+
 /* Direct grants on this connection, by policy (SANSWITCH_DIRECT, SANSWITCH_BULK) and so far. */
 static bool direct_on(const struct san_sock *s)
 {
@@ -624,7 +636,7 @@ static ssize_t send_direct(struct san_sock *s, const struct iovec *iov, int iovc
  */
 static bool src_allowed(struct san_sock *s, const struct iovec *iov, size_t total)
 {
-	return san_cfg.direct && !s->src_off && s->hello_rx &&
+	return san_cfg.direct && !s->src_off && s->hello_rx && offers_ours(s) &&
 	       (s->peer_caps & SAN_CAP_DIRECT_READ) && total > san_cfg.inline_max &&
 	       (san_cfg.bulk == SAN_CFG_BULK_AUTO || san_cfg.bulk == SAN_CFG_BULK_READ) &&
 	       iov[0].iov_len >= SAN_CONN_SRC_MIN && san_shm_ring_cons_waiting(&s->txr);
@@ -869,7 +881,7 @@ void san_conn_src_drop(struct san_sock *s)
 		}
 		pthread_mutex_unlock(&s->lock);
 		(void)san_sys_poll(&p, 1, 1);
-		pthread_mutex_lock(&s->lock); /* the offering send may have settled it meanwhile */
+		san_sock_lock(s); /* the offering send may have settled it meanwhile */
 	}
 }
 
@@ -900,6 +912,9 @@ static ssize_t gone_send(struct san_sock *s, size_t total)
 ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, size_t total,
 		      bool may_wait)
 {
+	if (san_fault(SAN_FAULT_FORK_DIE_LOCKED) && s->proc->from_fork)
+		/* a process that shares the connection dies holding its lock (san_sock_owner_died) */
+		(void)kill(getpid(), SIGKILL);
 	if (s->fin_sent)
 		return -EPIPE;
 	if (s->peer_fin && !s->anchor_dead)
@@ -965,7 +980,8 @@ ssize_t san_conn_send(struct san_sock *s, const struct iovec *iov, int iovcnt, s
  */
 void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovcnt)
 {
-	if (!direct_on(s) || s->direct_out || iovcnt != 1 || iov[0].iov_len < SAN_CONN_DIRECT_MIN ||
+	if (!direct_on(s) || !offers_ours(s) || s->direct_out || iovcnt != 1 ||
+	    iov[0].iov_len < SAN_CONN_DIRECT_MIN ||
 	    !(s->peer_caps & SAN_CAP_RDMA_WRITE) || !s->rxr.sh || s->err || s->peer_fin || s->rd_shut)
 		return;
 	if (!++s->direct_id)
@@ -1031,7 +1047,7 @@ void san_conn_direct_drop(struct san_sock *s)
 
 		pthread_mutex_unlock(&s->lock);
 		(void)san_sys_poll(&p, 1, 1);
-		pthread_mutex_lock(&s->lock); /* its owner may have consumed the answer meanwhile */
+		san_sock_lock(s); /* its owner may have consumed the answer meanwhile */
 	}
 	if (s->direct_out)
 		san_warn("fd %d: the peer claimed a receive buffer and did not answer in 2 s", s->fd);
@@ -1465,8 +1481,8 @@ out:
 	if (got) {
 		if (san_stats_enabled() && !(flags & MSG_PEEK)) {
 			san_stats_add(SAN_STAT_SAN_RX_BYTES, got);
-			if (s->stc)
-				san_stats_conn_add(&s->stc->san_rx, got);
+			if (s->proc->stc)
+				san_stats_conn_add(&s->proc->stc->san_rx, got);
 		}
 		rx_trim_bells(s);
 		return (ssize_t)got;
@@ -1702,7 +1718,7 @@ int san_conn_tx_arm(struct san_sock *s, uint32_t need)
 
 void san_conn_tx_disarm(struct san_sock *s)
 {
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	if (s->txr.sh) {
 		s->tx_area_armed = false;
 		san_shm_ring_prod_disarm(&s->txr);

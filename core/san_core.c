@@ -64,6 +64,22 @@ void san_core_atfork_prepare(void)
 }
 
 /*
+ * Around the application's fork() (our wrapper; not libc's own forks, as daemon()'s): the parent
+ * handlers run whether or not a child was made, so what they cannot undo is settled once fork()
+ * says (san_sock_fork_done). pid: what fork() returned (the child does nothing).
+ */
+void san_core_fork_begin(void)
+{
+	san_sock_fork_begin();
+}
+
+void san_core_fork_done(pid_t pid)
+{
+	if (pid != 0)
+		san_sock_fork_done(pid < 0);
+}
+
+/*
  * Runs in the parent after every fork(): connections the child now shares switch only in a
  * process that holds them alone, with the counts still the kernel's (san_sock_atfork_parent).
  */
@@ -95,6 +111,7 @@ void san_core_exit(void)
 {
 	if (san_core_is_sandboxed())
 		return;
+	san_sock_exit_let_go();
 	san_prov_exit();
 	san_stats_exit();
 	san_log_flush_suppressed();

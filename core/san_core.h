@@ -3,12 +3,15 @@
 #define SAN_CORE_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 void san_core_init(void);
 void san_core_loaded(void);
 void san_core_atfork_child(void);
 void san_core_atfork_prepare(void);
 void san_core_atfork_parent(void);
+void san_core_fork_begin(void);
+void san_core_fork_done(pid_t pid);
 /* Before an exec, with the environment the new program gets. */
 void san_core_before_exec(char *const envp[]);
 void san_core_exit(void);

@@ -85,6 +85,13 @@ struct san_prov_ops {
 	 */
 	bool peer_reads_seen;
 	/*
+	 * A switched connection may be held by several processes after a fork() (shm: the rings,
+	 * the notification sockets and the anchor are shared memory and inherited fds, and the
+	 * sock's state sits in a shared slot). Without it the child's copy is an orphan (verbs: a
+	 * QP belongs to the process that made it). docs/engine.md §7.1.
+	 */
+	bool shared_by_fork;
+	/*
 	 * Optional. True when this provider can carry nothing on this host (verbs: no rdma_cm
 	 * device, found at the first listen or connect); no PROPOSE of its kind can come then.
 	 */

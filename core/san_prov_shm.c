@@ -84,4 +84,5 @@ const struct san_prov_ops san_prov_shm = {
 	.area_released = shm_area_released,
 	.area_arm = shm_area_arm,
 	.peer_reads_seen = true,
+	.shared_by_fork = true,
 };

@@ -484,7 +484,7 @@ static int v_attach(struct vconn *v, struct san_sock *s)
 	/* shm's one-copy paths read or write the peer process's memory: not across a fabric */
 	s->direct_off = s->src_off = true;
 	s->prov = &san_prov_verbs;
-	san_stats_conn_set(s->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
+	san_stats_conn_set(s->proc->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
 	s->pv = v;
 	v->s = s;
 	san_sock_hold(s);
@@ -847,7 +847,7 @@ static int on_msg(void *arg, const void *msg, size_t len)
 		return 0; /* reset: nothing more is read (the slot goes back at once) */
 	if (type == SAN_T_READ_DONE)
 		return on_read_done(v, msg, len); /* ours: the provider frees the region */
-	if (v->s->closing && ((const struct san_wire_hdr *)msg)->type == SAN_T_DATA) {
+	if (v->s->proc->closing && ((const struct san_wire_hdr *)msg)->type == SAN_T_DATA) {
 		/* data for a closed connection: TCP answers with a reset, and so do we */
 		san_sock_reset_locked(v->s, -ECONNRESET, SAN_R_APP_RESET);
 		return 0;
@@ -917,10 +917,10 @@ static bool v_finished(struct vconn *v)
 	struct san_verbs_info in;
 
 	if (v->b && v->stage == V_WAIT_SWITCH)
-		return v->gone || s->closing;
+		return v->gone || s->proc->closing;
 	if (v->gone)
-		return !v->nheld || s->closing || s->err;
-	if (!s->closing && !s->err)
+		return !v->nheld || s->proc->closing || s->err;
+	if (!s->proc->closing && !s->err)
 		return false;
 	if (!v->ending) {
 		v->ending = true;
@@ -944,7 +944,7 @@ static void v_end(struct ev_loop *loop, struct vconn *v)
 	ev_io_stop(loop, &v->cm_w);
 	ev_io_stop(loop, &v->kick_w);
 	ev_timer_stop(loop, &v->t);
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	fallback = v->b && v->stage == V_WAIT_SWITCH;
 	if (v->ra.reached)
 		san_debug("fd %d: verbs: READ ahead at the end: depth %u; of %llu transfers reached "
@@ -973,7 +973,7 @@ static void v_run(struct ev_loop *loop, struct vconn *v)
 	bool done;
 
 	(void)eventfd_read(v->kick, &n);
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	v_progress(v);
 	if (s->fin_pending && !s->err)
 		san_sock_flush_fin(s); /* a close found txr full: the pump made room since */
@@ -1005,10 +1005,10 @@ static void v_timer(struct ev_loop *loop, ev_timer *t, int revents)
 	struct san_sock *s = v->s;
 
 	(void)revents;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	if (v->b && v->stage == V_WAIT_SWITCH) {
 		v->gone = true;
-	} else if (s->mark_out < SAN_MARK_LEN && !s->err && !s->closing) {
+	} else if (s->mark_out < SAN_MARK_LEN && !s->err && !s->proc->closing) {
 		int r = san_up_write_mark(s, 0);
 
 		if (r < 0 && r != -EAGAIN)
@@ -1120,7 +1120,7 @@ static void v_flush_all(void)
 		}
 		lock_waits = 0;
 		for (struct vconn *v = running; v; v = v->run_next) {
-			if (pthread_mutex_trylock(&v->s->lock) != 0) {
+			if (!san_sock_trylock(v->s)) {
 				busy = true; /* someone works on it: look again */
 				continue;
 			}
@@ -1206,7 +1206,7 @@ void san_prov_verbs_spin(void)
 	    pthread_mutex_trylock(&run_lock) != 0)
 		return;
 	for (struct vconn *v = running; v; v = v->run_next)
-		if (pthread_mutex_trylock(&v->s->lock) == 0) {
+		if (san_sock_trylock(v->s)) {
 			v_spin_poll(v->s);
 			pthread_mutex_unlock(&v->s->lock);
 		}
@@ -1995,7 +1995,7 @@ static void b_commit(struct vconn *v, uint64_t offset)
 	}
 	if (r < 0 && r != -EAGAIN)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
-	if (!s->closing)
+	if (!s->proc->closing)
 		san_sock_epoll_rearm(s);
 	pthread_cond_broadcast(&s->cond);
 	ev_timer_stop(san_engine_loop(), &v->t);
@@ -2031,8 +2031,8 @@ static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
 		return;
 	}
 	v->b = true;
-	pthread_mutex_lock(&s->lock);
-	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
+	san_sock_lock(s);
+	ok = !s->dropped && !s->proc->closing && !s->attempted && s->rx == SK_RX_TCP &&
 	     s->tx == SK_TX_TCP && !s->ep_overflow && san_sock_counts_ok(s) &&
 	     san_sock_fork_gen() == gen && v_attach(v, s) == 0;
 	if (ok) {
@@ -2056,7 +2056,7 @@ static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
 	}
 	/* no wait for ESTABLISHED here: it comes on the CM fd the engine watches (v_watch) */
 	r = san_verbs_request_accept(vl->l, rq, 0, &c, &acc, sizeof(acc));
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	v->c = c;
 	if (r < 0) {
 		s->pv = NULL;

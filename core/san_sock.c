@@ -1,6 +1,7 @@
 /* core — the managed connections: registry, candidate I/O, the swap to the SAN, close. */
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "core/san_log.h"
 #include "core/san_sock.h"
 #include "core/san_sig.h"
+#include "core/san_slab.h"
 #include "core/san_stats.h"
 #include "core/san_stats_conn.h"
 #include "core/san_sys.h"
@@ -115,13 +117,116 @@ struct san_sock *san_sock_get(int fd)
 
 	pthread_mutex_lock(&reg_lock);
 	if (reg && (unsigned int)fd < reg_size && (s = reg[fd]))
-		s->refs++;
+		s->proc->refs++;
 	pthread_mutex_unlock(&reg_lock);
 	return s;
 }
 
+/*
+ * Where socks live: slots of shared chunks (core/san_slab.h), so that a fork can leave a switched
+ * connection one state in both processes (docs/engine.md §7.1). A process that never forks pays
+ * an mmap per 64 connections and a heap block for each one's own part.
+ */
+static struct san_slab sock_slab = { .size = sizeof(struct san_sock) };
+
+static bool any_shared; /* a fork shared a connection of this process (or of its parent) */
+
+/*
+ * This process's application lets go of s (its close, its exit): the last of the processes
+ * sharing it (docs/engine.md §7.1) says how it ends. Returns whether another process still uses
+ * it. Once per process; atomics only (an exit may interrupt a thread that holds the lock).
+ */
+static bool sock_let_go(struct san_sock *s)
+{
+	/* (exchanged: a close under the sock's lock and the exit handler under reg_lock may race) */
+	if (__atomic_exchange_n(&s->proc->let_go, true, __ATOMIC_ACQ_REL))
+		return __atomic_load_n(&s->users, __ATOMIC_ACQUIRE) > 0;
+	return __atomic_sub_fetch(&s->users, 1, __ATOMIC_ACQ_REL) > 0;
+}
+
+/*
+ * The last process to use the connection has let go: it says DISCONNECT (or ABORT, as TCP would
+ * reset) and the provider ends its part. Lock held.
+ */
+static void sock_end_last(struct san_sock *s)
+{
+	if (s->tx == SK_TX_SAN && !s->err)
+		san_conn_close(s);
+	if (s->committed && s->prov && s->prov->closed)
+		s->prov->closed(s);
+}
+
+/* A new slot's lock and cond: process-shared (a fork may share the sock), the lock robust. */
+static void sock_sync_init(struct san_sock *s)
+{
+	pthread_mutexattr_t ma;
+	pthread_condattr_t ca;
+
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&s->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+/*
+ * A process that shared the connection died holding its lock, perhaps half-way through moving a
+ * ring cursor or a transfer's state: nothing says the fields agree any more, and bytes delivered
+ * from a torn state would be wrong bytes. So the lock is made usable again and the connection
+ * reset (the peer reads ECONNRESET, as after an RST): a clean error rather than a silent one.
+ */
+/*
+ * The lock cannot be recovered (ENOTRECOVERABLE: its owner died and the lock was let go without
+ * making it consistent; our own code never does, san_sock_owner_died). Nothing may run unlocked:
+ * one process builds a new lock in place (a flag in the slot says who), every other waits for it,
+ * and the connection is reset, as after any death inside the lock. Returns with the lock held.
+ */
+void san_sock_lock_rebuild(struct san_sock *s)
+{
+	uint32_t gen = __atomic_load_n(&s->lock_gen, __ATOMIC_ACQUIRE);
+
+	if (!(gen & 1) && __atomic_compare_exchange_n(&s->lock_gen, &gen, gen + 1, false,
+						      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_destroy(&s->lock);
+		sock_sync_init(s);
+		__atomic_store_n(&s->lock_gen, gen + 2, __ATOMIC_RELEASE);
+	} else {
+		while (__atomic_load_n(&s->lock_gen, __ATOMIC_ACQUIRE) & 1)
+			sched_yield();
+	}
+	san_sock_lock(s);
+	san_warn("fd %d: the connection's lock was not recoverable, made again: reset", s->fd);
+	if (!s->err)
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_STATE);
+}
+
+void san_sock_owner_died(struct san_sock *s)
+{
+	pthread_mutex_consistent(&s->lock);
+	san_warn("fd %d: a process sharing the connection died holding its lock: reset", s->fd);
+	if (!s->err)
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_STATE);
+}
+
+/*
+ * This process no longer holds the slot: true if it was the last holder (the slot is free to go).
+ * Once per process (its exit may come first: san_sock_exit_let_go).
+ */
+static bool sock_unhold(struct san_sock *s)
+{
+	if (__atomic_exchange_n(&s->proc->unheld, true, __ATOMIC_ACQ_REL))
+		return false;
+	return __atomic_sub_fetch(&s->holders, 1, __ATOMIC_ACQ_REL) == 0;
+}
+
 static void sock_free(struct san_sock *s)
 {
+	bool others;
+
 	san_up_unname(s);
 	if (s->side >= 0)
 		san_sys_close(s->side);
@@ -139,16 +244,21 @@ static void sock_free(struct san_sock *s)
 		san_sys_close(s->tcp);
 	if (s->map)
 		munmap(s->map, s->map_len);
+	/* (the fds and the mapping above are this process's copies; the slot may be another's) */
+	others = !sock_unhold(s);
+	free(s->proc);
+	if (others)
+		return;
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
-	free(s);
+	san_slab_free(&sock_slab, s);
 }
 
 /* One more reference to s (the caller holds one already). */
 void san_sock_hold(struct san_sock *s)
 {
 	pthread_mutex_lock(&reg_lock);
-	s->refs++;
+	s->proc->refs++;
 	pthread_mutex_unlock(&reg_lock);
 }
 
@@ -159,13 +269,13 @@ void san_sock_put(struct san_sock *s)
 	if (!s)
 		return;
 	pthread_mutex_lock(&reg_lock);
-	last = --s->refs == 0;
+	last = --s->proc->refs == 0;
 	if (last) {
 		struct san_sock **pp;
 
-		for (pp = &reg_list; *pp; pp = &(*pp)->next)
+		for (pp = &reg_list; *pp; pp = &(*pp)->proc->next)
 			if (*pp == s) {
-				*pp = s->next;
+				*pp = s->proc->next;
 				break;
 			}
 	}
@@ -266,7 +376,7 @@ static unsigned int reg_numbers_end(void)
 static void sock_flags_all(struct san_sock *s, uint32_t set, uint32_t clear)
 {
 	(void)san_fd_set_flags(s->fd, set, clear);
-	if (s->fdrefs <= 1)
+	if (s->proc->fdrefs <= 1)
 		return;
 	pthread_mutex_lock(&reg_lock);
 	for (unsigned int n = 0, end = reg_numbers_end(); reg && n < end; n++)
@@ -281,14 +391,14 @@ static void sock_flags_all(struct san_sock *s, uint32_t set, uint32_t clear)
  */
 static void sock_drop_others(struct san_sock *s)
 {
-	if (s->fdrefs <= 1)
+	if (s->proc->fdrefs <= 1)
 		return;
 	pthread_mutex_lock(&reg_lock);
 	for (unsigned int n = 0, end = reg_numbers_end(); reg && n < end; n++)
 		if (reg[n] == s && (int)n != s->fd) {
 			reg[n] = NULL;
-			s->refs--;
-			s->fdrefs--;
+			s->proc->refs--;
+			s->proc->fdrefs--;
 			san_sock_drop_fd((int)n, s->role == SAN_UP_ROLE_A, 0);
 		}
 	pthread_mutex_unlock(&reg_lock);
@@ -311,7 +421,7 @@ void san_sock_touch_fd(int fd)
 
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	sock_touch(s);
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
@@ -335,17 +445,17 @@ struct san_sock *san_sock_find_tuple(const struct san_tuple *t)
 		int n = 0;
 
 		pthread_mutex_lock(&reg_lock);
-		for (s = reg_list; s; s = s->next) {
+		for (s = reg_list; s; s = s->proc->next) {
 			if (s->role != SAN_UP_ROLE_B || !reg || reg[s->fd] != s)
 				continue;
 			if (s->tuple_known && !memcmp(&s->tuple.local, &t->local, sizeof(t->local)) &&
 			    !memcmp(&s->tuple.peer, &t->peer, sizeof(t->peer))) {
-				s->refs++;
+				s->proc->refs++;
 				pthread_mutex_unlock(&reg_lock);
 				return s;
 			}
 			if (!s->tuple_known && !s->tuple_failed && n < 64) {
-				s->refs++;
+				s->proc->refs++;
 				todo[n++] = s;
 			}
 		}
@@ -368,23 +478,26 @@ static struct san_sock *sock_alloc(int fd, int role)
 {
 	struct san_sock *s = NULL;
 
-	if (!san_cfg.disable && san_prov_any())
-		s = calloc(1, sizeof(*s));
+	if (!san_cfg.disable && san_prov_any() && (s = san_slab_alloc(&sock_slab)) &&
+	    !(s->proc = calloc(1, sizeof(*s->proc)))) {
+		san_slab_free(&sock_slab, s);
+		s = NULL;
+	}
 	if (!s) {
 		san_sock_drop_fd(fd, role == SAN_UP_ROLE_A, SAN_FB_NO_PROVIDER);
 		return NULL;
 	}
+	s->holders = s->users = 1;
 	s->fd = fd;
 	s->role = role;
-	s->refs = 1;
-	s->fdrefs = 1;
-	s->stc = san_stats_conn_of(fd);
+	s->proc->refs = 1;
+	s->proc->fdrefs = 1;
+	s->proc->stc = san_stats_conn_of(fd);
 	s->tcp = fd;
 	s->side = s->xfd = s->xold = s->ylocal = s->ypeer = s->peer_pidfd = -1;
 	s->rx = SK_RX_TCP;
 	s->tx = SK_TX_TCP;
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
+	sock_sync_init(s);
 	s->deadline_ns = now_ns() +
 			 (role == SAN_UP_ROLE_B ? SAN_B_WINDOW_MS : SAN_A_WINDOW_MS) * 1000000ull;
 	return s;
@@ -402,7 +515,7 @@ static void sock_register(struct san_sock *s)
 		return;
 	}
 	reg[fd] = s;
-	s->next = reg_list;
+	s->proc->next = reg_list;
 	reg_list = s;
 	if (s->role == SAN_UP_ROLE_B && !s->touched)
 		__atomic_add_fetch(&b_untouched, 1, __ATOMIC_RELAXED);
@@ -438,7 +551,7 @@ static void sock_adopt_early(struct san_sock *s, const struct san_sock_epreg *ea
 			s->ep_overflow = true;
 			break;
 		}
-		s->ep[s->nep++] = early[i];
+		s->proc->ep[s->proc->nep++] = early[i];
 		if (early[i].ev.events & EPOLLET)
 			s->want_edges = true;
 	}
@@ -469,7 +582,7 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 		s->to_known = to_known;
 		if (to_known) {
 			s->tuple.peer = peer;
-			san_stats_conn_set_addrs(s->stc, &s->tuple, SAN_CA_PEER);
+			san_stats_conn_set_addrs(s->proc->stc, &s->tuple, SAN_CA_PEER);
 		}
 		sock_register(s);
 	} else {
@@ -489,7 +602,7 @@ void san_sock_on_accept(int lfd, int fd)
 	if (!san_fd_get(fd) || !(s = sock_alloc(fd, SAN_UP_ROLE_B)))
 		return;
 	/* the PROPOSE comes to the listener's name if we serve it, else to the connection's */
-	s->name_decided = san_up_serves(lfd);
+	s->proc->name_decided = san_up_serves(lfd);
 	sock_register(s);
 }
 
@@ -532,8 +645,8 @@ void san_sock_adopt(const int *fds, int n, uint32_t flags)
 	for (i = 1; i < n; i++)
 		if (registered && (unsigned int)fds[i] < reg_size && !reg[fds[i]]) {
 			reg[fds[i]] = s;
-			s->refs++;
-			s->fdrefs++;
+			s->proc->refs++;
+			s->proc->fdrefs++;
 		} else {
 			/* a number the swap would not follow: the connection must not switch */
 			san_sock_drop_fd(fds[i], false, 0);
@@ -569,14 +682,14 @@ void san_sock_drop(struct san_sock *s, unsigned int reason)
 	s->attempted = true;
 	s->dropped = true;
 	pthread_cond_broadcast(&s->cond);
-	if (!s->closing)
+	if (!s->proc->closing)
 		sock_drop_others(s);
-	r = s->closing ? NULL : reg_remove_if(s->fd, s);
+	r = s->proc->closing ? NULL : reg_remove_if(s->fd, s);
 	if (r == s) {
 		san_sock_drop_fd(s->fd, s->role == SAN_UP_ROLE_A, reason);
 		/* The registry's reference; the caller still holds its own. */
 		pthread_mutex_lock(&reg_lock);
-		s->refs--;
+		s->proc->refs--;
 		pthread_mutex_unlock(&reg_lock);
 	}
 }
@@ -585,7 +698,7 @@ bool san_sock_conf_refuses(struct san_sock *s, const struct san_addr *local)
 {
 	if (!san_conf_tcp(SAN_CONF_SERVER, local))
 		return false;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	if (!s->dropped && !s->attempted && !s->committed) {
 		san_debug("fd %d: stays on TCP (a rule of the configuration file)", s->fd);
 		san_sock_drop(s, SAN_FB_CONF);
@@ -632,7 +745,7 @@ int san_sock_rcvlowat(int fd, int *val, bool set)
 
 	if (!s)
 		return SAN_PASS;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	if (s->tcp < 0) {
 		/* (closing: the application's number names what it names) */
 	} else if (s->committed && !s->swapped) {
@@ -670,8 +783,8 @@ void san_sock_commit(struct san_sock *s)
 	s->committed = true;
 	/* its stream goes over the provider from here (the swap of the fd comes later, or never
 	 * for a pure sender, which never reads past the peer's MARK) */
-	san_stats_conn_set(s->stc, SAN_CS_SWITCHED, sock_stats_prov(s), 0);
-	san_stats_conn_set_addrs(s->stc, &s->tuple, SAN_CA_LOCAL | SAN_CA_PEER);
+	san_stats_conn_set(s->proc->stc, SAN_CS_SWITCHED, sock_stats_prov(s), 0);
+	san_stats_conn_set_addrs(s->proc->stc, &s->tuple, SAN_CA_LOCAL | SAN_CA_PEER);
 	sock_flags_all(s, SAN_FDF_COMMITTED, 0);
 	sock_windows(s);
 	lowat_hold(s);
@@ -710,7 +823,7 @@ void san_sock_on_pass(int fd)
 
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	if (!s->committed && !s->swapped && !s->dropped && !s->attempted)
 		san_sock_drop(s, SAN_R_STATE);
 	pthread_mutex_unlock(&s->lock);
@@ -725,7 +838,7 @@ void san_sock_on_bufsize(int fd, bool snd)
 	s = san_sock_get(fd);
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	sock_flags_all(s, snd ? SAN_FDF_SNDBUF : SAN_FDF_RCVBUF, 0); /* (read through s->fd) */
 	if (s->committed)
 		sock_windows(s);
@@ -740,13 +853,13 @@ static void sock_reset(struct san_sock *s, int err, unsigned int reason, bool te
 		return;
 	s->err = err;
 	if (s->committed)
-		san_stats_conn_set(s->stc, SAN_CS_CLOSING, SAN_CONN_KEEP, 0);
+		san_stats_conn_set(s->proc->stc, SAN_CS_CLOSING, SAN_CONN_KEEP, 0);
 	/* frames held for a move (san_conn_src_move) never become visible: the ABORT goes first */
 	san_shm_ring_prod_unhold(&s->txr);
 	/* (before the swap too: a pure sender's peer reads the ring, and must meet the reset) */
 	if (tell_peer && s->committed && s->txr.sh)
 		(void)san_conn_post_ctrl(s, SAN_T_ABORT, (uint16_t)reason);
-	if (s->tcp >= 0 && (s->swapped || s->closing)) {
+	if (s->tcp >= 0 && (s->swapped || s->proc->closing)) {
 		/*
 		 * RST on the anchor now (connect to AF_UNSPEC disconnects with a reset): the
 		 * peer's engine hears of it at once, even while its application only polls.
@@ -808,7 +921,7 @@ void san_sock_fin_sent(struct san_sock *s)
 {
 	int x = san_sock_x_own(s);
 
-	san_stats_conn_set(s->stc, SAN_CS_CLOSING, SAN_CONN_KEEP, 0);
+	san_stats_conn_set(s->proc->stc, SAN_CS_CLOSING, SAN_CONN_KEEP, 0);
 	if (s->ypeer >= 0)
 		(void)san_sys_shutdown(s->ypeer, SHUT_WR);
 	if (x >= 0) {
@@ -845,9 +958,10 @@ void san_sock_release_y(struct san_sock *s)
  */
 void san_sock_epoll_rearm(struct san_sock *s)
 {
-	for (int i = 0; i < s->nep; i++)
-		if (!(s->ep[i].ev.events & EPOLLONESHOT))
-			(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->ep[i].fd, &s->ep[i].ev);
+	for (int i = 0; i < s->proc->nep; i++)
+		if (!(s->proc->ep[i].ev.events & EPOLLONESHOT))
+			(void)san_sys_epoll_ctl(s->proc->ep[i].epfd, EPOLL_CTL_MOD, s->proc->ep[i].fd,
+						&s->proc->ep[i].ev);
 }
 
 /*
@@ -875,32 +989,33 @@ static bool tx_mutable(const struct epoll_event *ev)
 
 void san_sock_tx_mute(struct san_sock *s)
 {
-	if (s->tx_mute || s->swapped || s->closing || (s->nep && !s->fw))
+	if (s->proc->tx_mute || s->swapped || s->proc->closing || (s->proc->nep && !s->proc->fw))
 		return; /* registrations but no watcher: nobody would give them EPOLLOUT back */
-	s->tx_mute = true;
+	s->proc->tx_mute = true;
 	__atomic_fetch_add(&n_tx_mute, 1, __ATOMIC_RELAXED);
 	sock_flags_all(s, SAN_FDF_TXMUTE, 0);
-	for (int i = 0; i < s->nep; i++) {
-		struct epoll_event e = s->ep[i].ev;
+	for (int i = 0; i < s->proc->nep; i++) {
+		struct epoll_event e = s->proc->ep[i].ev;
 
 		if (!tx_mutable(&e))
 			continue;
 		e.events &= ~(uint32_t)EPOLLOUT;
-		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->ep[i].fd, &e);
+		(void)san_sys_epoll_ctl(s->proc->ep[i].epfd, EPOLL_CTL_MOD, s->proc->ep[i].fd, &e);
 	}
 }
 
 /* Room came (restore: give the registrations their EPOLLOUT back), or the number goes. */
 void san_sock_tx_unmute(struct san_sock *s, bool restore)
 {
-	if (!s->tx_mute)
+	if (!s->proc->tx_mute)
 		return;
-	s->tx_mute = false;
+	s->proc->tx_mute = false;
 	__atomic_fetch_sub(&n_tx_mute, 1, __ATOMIC_RELAXED);
 	sock_flags_all(s, 0, SAN_FDF_TXMUTE);
-	for (int i = 0; restore && i < s->nep; i++)
-		if (tx_mutable(&s->ep[i].ev))
-			(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_MOD, s->ep[i].fd, &s->ep[i].ev);
+	for (int i = 0; restore && i < s->proc->nep; i++)
+		if (tx_mutable(&s->proc->ep[i].ev))
+			(void)san_sys_epoll_ctl(s->proc->ep[i].epfd, EPOLL_CTL_MOD, s->proc->ep[i].fd,
+						&s->proc->ep[i].ev);
 }
 
 bool san_sock_any_tx_mute(void)
@@ -920,8 +1035,8 @@ int san_sock_tx_wait_fd(int fd)
 
 	if (!s)
 		return -1;
-	pthread_mutex_lock(&s->lock);
-	if (s->tx_mute && !s->swapped) /* (any of its numbers: san_sock_get found it by fd) */
+	san_sock_lock(s);
+	if (s->proc->tx_mute && !s->swapped) /* (any of its numbers: san_sock_get found it by fd) */
 		x = s->xfd;
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
@@ -969,23 +1084,53 @@ void san_sock_exit_close(void)
 	/* a vfork child shares our memory, not our connections; a held lock: give up, not hang */
 	if (!san_fdtable_owned() || pthread_mutex_trylock(&reg_lock))
 		return;
-	for (s = reg_list; s && n < 64; s = s->next)
-		if (s->committed && !s->orphan && !s->closing && !s->dropped && s->prov &&
+	for (s = reg_list; s && n < 64; s = s->proc->next)
+		if (s->committed && !s->proc->orphan && !s->proc->closing && !s->dropped && s->prov &&
 		    !s->prov->peer_reads_seen && reg && reg[s->fd] == s) {
-			s->refs++;
+			s->proc->refs++;
 			list[n++] = s;
 		}
 	pthread_mutex_unlock(&reg_lock);
 	for (int i = 0; i < n; i++) {
 		s = list[i];
-		/* a lock held by a thread the exit interrupted is never let go: skip that one */
-		if (!pthread_mutex_trylock(&s->lock)) {
-			if (s->tx == SK_TX_SAN && !s->err && !s->fin_sent && !s->closing)
+		/* a lock held by a thread the exit interrupted is never let go: skip that one (one
+		 * a dead process held is ours now, as san_sock_lock takes it) */
+		if (san_sock_trylock(s)) {
+			if (s->tx == SK_TX_SAN && !s->err && !s->fin_sent && !s->proc->closing)
 				san_conn_close(s);
 			pthread_mutex_unlock(&s->lock);
 		}
 		san_sock_put(s);
 	}
+}
+
+/*
+ * The process ends (exit, _exit) with connections a fork shared still open: it lets go of
+ * them, so that the last process left says how they end at its close. Atomics only, no lock
+ * waited for: it may run in a signal handler. A process killed never gets here; the others then
+ * never count themselves the last, and the peer learns the end from the anchor, which the
+ * kernel closes with the last copy (docs/protocol.md §13).
+ */
+void san_sock_exit_let_go(void)
+{
+	struct san_sock *s;
+
+	if (!__atomic_load_n(&any_shared, __ATOMIC_ACQUIRE) || !san_fdtable_owned() ||
+	    pthread_mutex_trylock(&reg_lock))
+		return;
+	for (s = reg_list; s; s = s->proc->next) {
+		if (!s->committed || s->proc->orphan)
+			continue;
+		(void)sock_let_go(s);
+		/*
+		 * Its holder too: a sharer that outlived it may have freed its own part already, and
+		 * would never free the slot. Last, the slot goes back now (our threads still running
+		 * are in their last instants; an exec or a kill never gets here: those leave it).
+		 */
+		if (sock_unhold(s))
+			san_slab_free(&sock_slab, s);
+	}
+	pthread_mutex_unlock(&reg_lock);
 }
 
 void san_sock_stats_exit(void)
@@ -995,8 +1140,8 @@ void san_sock_stats_exit(void)
 	/* the lock, if free: the exit may interrupt a thread that holds it (a signal handler) */
 	if (pthread_mutex_trylock(&reg_lock))
 		return;
-	for (s = reg_list; s; s = s->next) {
-		if (!s->committed || s->closing || s->orphan || s->dropped || !reg || reg[s->fd] != s)
+	for (s = reg_list; s; s = s->proc->next) {
+		if (!s->committed || s->proc->closing || s->proc->orphan || s->dropped || !reg || reg[s->fd] != s)
 			continue;
 		if (!s->swapped) {
 			/* switched, though the application never read past the MARK (as at close);
@@ -1021,8 +1166,8 @@ int san_sock_swap(struct san_sock *s)
 	anchor = san_fd_hide(san_sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0));
 	if (anchor < 0)
 		return anchor;
-	for (i = 0; i < s->nep; i++)
-		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_DEL, s->ep[i].fd, NULL);
+	for (i = 0; i < s->proc->nep; i++)
+		(void)san_sys_epoll_ctl(s->proc->ep[i].epfd, EPOLL_CTL_DEL, s->proc->ep[i].fd, NULL);
 	san_sock_tx_unmute(s, false); /* the ADDs below give X the registrations as asked */
 	fl = san_sys_fcntl(s->fd, F_GETFL, 0);
 	fdfl = san_sys_fcntl(s->fd, F_GETFD, 0);
@@ -1045,7 +1190,7 @@ int san_sock_swap(struct san_sock *s)
 	s->swapped = true;
 	lowat_release(s); /* the application's low-water mark, asked through the anchor from now */
 	/* Numbers dup()ed from it between commit and now become X too (san_sock_on_dup). */
-	if (s->fdrefs > 1) {
+	if (s->proc->fdrefs > 1) {
 		pthread_mutex_lock(&reg_lock);
 		for (unsigned int n = 0; n < reg_size; n++) {
 			int nfl;
@@ -1058,8 +1203,9 @@ int san_sock_swap(struct san_sock *s)
 		}
 		pthread_mutex_unlock(&reg_lock);
 	}
-	for (i = 0; i < s->nep; i++)
-		(void)san_sys_epoll_ctl(s->ep[i].epfd, EPOLL_CTL_ADD, s->ep[i].fd, &s->ep[i].ev);
+	for (i = 0; i < s->proc->nep; i++)
+		(void)san_sys_epoll_ctl(s->proc->ep[i].epfd, EPOLL_CTL_ADD, s->proc->ep[i].fd,
+					&s->proc->ep[i].ev);
 	san_fd_set_state(s->fd, SAN_FD_SWITCHED);
 	count_switched(s);
 	/* From now on X's readiness is the ring's: arm (or ring X if frames already wait). */
@@ -1225,7 +1371,7 @@ bool san_sock_retry_later(struct san_sock *s)
 		return false;
 	s->attempted = false;
 	s->due_waits = false;
-	san_stats_conn_set(s->stc, SAN_CS_CANDIDATE, SAN_CONN_KEEP, 0);
+	san_stats_conn_set(s->proc->stc, SAN_CS_CANDIDATE, SAN_CONN_KEEP, 0);
 	s->ex_retry = s->ex_done + 1;
 	s->retry_bytes = s->tcp_tx + s->tcp_rx + SAN_SWITCH_BYTES;
 	/*
@@ -1369,8 +1515,8 @@ static void sock_tcp_moved(struct san_sock *s, bool tx, uint64_t n)
 		s->tcp_tx += n;
 	else
 		s->tcp_rx += n;
-	if (s->stc)
-		san_stats_conn_add(tx ? &s->stc->tcp_tx : &s->stc->tcp_rx, n);
+	if (s->proc->stc)
+		san_stats_conn_add(tx ? &s->proc->stc->tcp_tx : &s->proc->stc->tcp_rx, n);
 }
 
 /*
@@ -1384,7 +1530,7 @@ static ssize_t sock_direct(struct san_sock *s, int fd, struct msghdr *m, int fla
 	s->in_kernel++;
 	pthread_mutex_unlock(&s->lock);
 	r = send ? san_sys_sendmsg(fd, m, flags) : san_sys_recvmsg(fd, m, flags);
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	s->in_kernel--;
 	if (r > 0 && send) {
 		sock_tcp_moved(s, true, (uint64_t)r);
@@ -1477,10 +1623,10 @@ static void sock_before_io(struct san_sock *s, bool send)
 		 s->tx == SK_TX_TCP) {
 		if (now_ns() > s->deadline_ns)
 			san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
-		else if (!s->name_decided && b_peer_shm(s))
+		else if (!s->proc->name_decided && b_peer_shm(s))
 			san_up_name_conn(s);
 		else
-			s->name_decided = true;
+			s->proc->name_decided = true;
 	}
 }
 
@@ -1536,7 +1682,7 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
 	 * connection proposed late (a peer on this host, bytes moved already) is shm's alone:
 	 * verbs proposes before the first byte and would refuse it as STATE.
 	 */
-	san_stats_conn_set(s->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
+	san_stats_conn_set(s->proc->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
 	for (; p && !(s->late && p != &san_prov_shm); p = san_prov_for_a(p)) {
 		s->prov = p;
 		if (p->propose(s) != SAN_PROV_NO_PEER)
@@ -1620,7 +1766,7 @@ static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
 	int r = san_sys_poll(p, peer ? 2 : 1, timeout_ms);
 
 	if (r > 0 && p[1].revents) {
-		pthread_mutex_lock(&s->lock);
+		san_sock_lock(s);
 		san_sock_check_anchor(s);
 		pthread_mutex_unlock(&s->lock);
 	}
@@ -1727,21 +1873,24 @@ static bool spin_for(struct san_sock *s)
  * -ECONNRESET (a fork child's orphaned copy), 0 (nothing asked for: TCP returns 0 at once).
  */
 /*
- * A fork child's candidate gets its stats slot when the child first moves data on it: the
+ * A fork child's candidate (or a connection the fork shared) gets its stats slot when the child first moves data on it: the
  * child's file starts empty (san_stats_conn.h), and a child that only execs or closes what it
  * inherited (most do) makes no file for it. A forking server's child serving the connection
  * shows it from its first call. Takes the lock.
  */
 static void sock_stats_child_claim(struct san_sock *s)
 {
-	pthread_mutex_lock(&s->lock);
-	if (s->stc_child && !s->closing) {
-		s->stc = san_stats_conn_claim(s->fd, s->role == SAN_UP_ROLE_A ? SAN_ROLE_CLIENT
+	san_sock_lock(s);
+	if (s->proc->stc_child && !s->proc->closing) {
+		s->proc->stc = san_stats_conn_claim(s->fd, s->role == SAN_UP_ROLE_A ? SAN_ROLE_CLIENT
 									     : SAN_ROLE_SERVER);
 		if (s->tuple_known)
-			san_stats_conn_set_addrs(s->stc, &s->tuple, SAN_CA_LOCAL | SAN_CA_PEER);
+			san_stats_conn_set_addrs(s->proc->stc, &s->tuple, SAN_CA_LOCAL | SAN_CA_PEER);
+		/* a connection the fork shared is switched already: the child's file says so */
+		if (s->committed)
+			san_stats_conn_set(s->proc->stc, SAN_CS_SWITCHED, sock_stats_prov(s), 0);
 	}
-	__atomic_store_n(&s->stc_child, false, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->proc->stc_child, false, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -1754,12 +1903,17 @@ static ssize_t sock_io_begin(int fd, const struct msghdr *m, struct san_sock **s
 		san_sock_drop_fd(fd, false, 0);
 		return SAN_PASS;
 	}
-	if (s->orphan) {
+	if (s->proc->orphan) {
 		san_sock_put(s);
 		return -ECONNRESET;
 	}
-	if (unlikely(__atomic_load_n(&s->stc_child, __ATOMIC_RELAXED)))
+	if (unlikely(__atomic_load_n(&s->proc->stc_child, __ATOMIC_RELAXED)))
 		sock_stats_child_claim(s);
+	if (__builtin_expect(s->proc->watch_due, 0) &&
+	    __atomic_exchange_n(&s->proc->watch_due, false, __ATOMIC_ACQ_REL)) {
+		/* a fork shared it: this process's engine watches the anchor too (the parent may go) */
+		san_up_watch_anchor(s);
+	}
 	*total = iov_total(m->msg_iov, m->msg_iovlen);
 	if (!*total) {
 		san_sock_put(s);
@@ -1787,7 +1941,7 @@ static ssize_t src_wait(struct san_sock *s, const struct iovec *iov, int iovcnt,
 	*moved = false;
 	for (;;) {
 		uint64_t now = now_ns();
-		bool late = now >= until || s->err || s->closing;
+		bool late = now >= until || s->err || s->proc->closing;
 		ssize_t r;
 		int x = s->xfd;
 
@@ -1807,7 +1961,7 @@ static ssize_t src_wait(struct san_sock *s, const struct iovec *iov, int iovcnt,
 			return r;
 		pthread_mutex_unlock(&s->lock);
 		(void)wait_fd(s, x, POLLOUT, late ? 1 : (int)((until - now + 999999) / 1000000));
-		pthread_mutex_lock(&s->lock);
+		san_sock_lock(s);
 	}
 }
 
@@ -1853,7 +2007,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		int cnt = (int)m->msg_iovlen, need_wait = 0, waitfd;
 		short waitev;
 
-		pthread_mutex_lock(&s->lock);
+		san_sock_lock(s);
 		sock_before_io(s, true);
 		san_sock_flush_fin(s);
 		if (s->dropped) {
@@ -1917,7 +2071,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 					/* a sender descheduled right after giving its offer up */
 					pthread_mutex_unlock(&s->lock);
 					usleep(100000);
-					pthread_mutex_lock(&s->lock);
+					san_sock_lock(s);
 				}
 				need_wait = -1; /* the rest (or all, not taken) at once */
 			} else if (r == -EAGAIN && s->src_out) {
@@ -1926,7 +2080,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 				 * X stays plugged until then, so a nonblocking caller's poll agrees.
 				 */
 				if (!nb)
-					pthread_cond_wait(&s->cond, &s->lock);
+					san_sock_wait(s, NULL);
 				need_wait = nb ? -2 : -1;
 			}
 			if (r == -ECONNRESET && s->err && !done)
@@ -1960,10 +2114,10 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 				 * any, poll/select wait on X itself and the next send that moves
 				 * bytes unmutes: no engine round trip per full ring.
 				 */
-				if (s->nep)
+				if (s->proc->nep)
 					san_up_watch_tx(s);
 				san_sock_tx_mute(s);
-			} else if (r > 0 && s->tx_mute && !s->fw) {
+			} else if (r > 0 && s->proc->tx_mute && !s->proc->fw) {
 				san_sock_tx_unmute(s, true); /* room came: the TCP number's own POLLOUT */
 			}
 		}
@@ -2001,7 +2155,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		 * (TCP gives that edge when room comes). Room is there, memory may come: plug and
 		 * re-check, so that X gives the edge now (or when the ring has room, if it is full).
 		 */
-		pthread_mutex_lock(&s->lock);
+		san_sock_lock(s);
 		if (s->txr.sh && !s->err)
 			(void)san_conn_tx_arm(s, 0);
 		pthread_mutex_unlock(&s->lock);
@@ -2065,7 +2219,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		int cnt = (int)m->msg_iovlen, waitfd = -1;
 		bool pause_wait = false, claimed = false, at_mark = false;
 
-		pthread_mutex_lock(&s->lock);
+		san_sock_lock(s);
 		sock_before_io(s, false);
 		san_sock_flush_fin(s);
 		if (s->dropped) {
@@ -2236,9 +2390,9 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000;
 			}
-			pthread_mutex_lock(&s->lock);
+			san_sock_lock(s);
 			if (s->rx == SK_RX_PAUSED || (s->direct_claimed && s->rx == SK_RX_SAN))
-				pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+				san_sock_wait(s, &ts);
 			pthread_mutex_unlock(&s->lock);
 			continue;
 		}
@@ -2255,7 +2409,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			 * Timed out, or a signal: an offer the peer claimed keeps us until its
 			 * answer (its bytes are ours then: the call returns them).
 			 */
-			pthread_mutex_lock(&s->lock);
+			san_sock_lock(s);
 			settled = san_conn_direct_settle(s);
 			pthread_mutex_unlock(&s->lock);
 			if (!settled)
@@ -2309,7 +2463,7 @@ void san_sock_mark_flush(struct san_sock *s)
 {
 	int r;
 
-	if (!s->mark_due || s->mw || s->err || s->tcp < 0)
+	if (!s->mark_due || s->proc->mw || s->err || s->tcp < 0)
 		return;
 	r = san_up_write_mark(s, 0);
 	if (r == -EAGAIN) {
@@ -2329,7 +2483,7 @@ int san_sock_shutdown(int fd, int how)
 
 	if (!s)
 		return SAN_PASS;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	if (how != SHUT_RD && a_due_at_shutdown(s)) {
 		s->last_try = true;
 		a_propose_now(s, san_prov_for_a(NULL));
@@ -2376,7 +2530,7 @@ static struct san_sock *get_swapped_locked(int fd)
 
 	if (!s)
 		return NULL;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	if (!s->swapped) {
 		pthread_mutex_unlock(&s->lock);
 		san_sock_put(s);
@@ -2457,10 +2611,10 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	if (!s)
 		return SAN_PASS;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	if (op != EPOLL_CTL_DEL)
 		sock_touch(s);
-	if (s->tx_mute && op != EPOLL_CTL_DEL && ev && tx_mutable(ev) && !s->swapped) {
+	if (s->proc->tx_mute && op != EPOLL_CTL_DEL && ev && tx_mutable(ev) && !s->swapped) {
 		/* the ring is full: no EPOLLOUT until room comes (san_sock_tx_mute), which the
 		 * engine watches for (it did not while only poll/select waited) */
 		kev = *ev;
@@ -2481,18 +2635,18 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			san_shm_ring_cons_edges(&s->rxr, true);
 	}
 	if (r == 0 && !s->swapped) {
-		for (i = 0; i < s->nep && (s->ep[i].epfd != epfd || s->ep[i].fd != fd); i++)
+		for (i = 0; i < s->proc->nep && (s->proc->ep[i].epfd != epfd || s->proc->ep[i].fd != fd); i++)
 			;
 		if (op == EPOLL_CTL_DEL) {
-			if (i < s->nep)
-				s->ep[i] = s->ep[--s->nep];
+			if (i < s->proc->nep)
+				s->proc->ep[i] = s->proc->ep[--s->proc->nep];
 		} else if (ev) {
-			if (i == s->nep && s->nep < SAN_SOCK_EPOLL_MAX)
-				s->nep++;
-			if (i < s->nep) {
-				s->ep[i].epfd = epfd;
-				s->ep[i].fd = fd;
-				s->ep[i].ev = *ev;
+			if (i == s->proc->nep && s->proc->nep < SAN_SOCK_EPOLL_MAX)
+				s->proc->nep++;
+			if (i < s->proc->nep) {
+				s->proc->ep[i].epfd = epfd;
+				s->proc->ep[i].fd = fd;
+				s->proc->ep[i].ev = *ev;
 			} else {
 				s->ep_overflow = true;
 			}
@@ -2520,8 +2674,8 @@ void san_sock_on_dup(int fd, int nfd)
 
 	if (!san_fdtable_owned() || !(s = san_sock_get(fd)))
 		return;
-	pthread_mutex_lock(&s->lock);
-	if (!s->committed && (s->dropped || s->closing)) {
+	san_sock_lock(s);
+	if (!s->committed && (s->dropped || s->proc->closing)) {
 		/* a candidate left TCP, or ending, since the wrapper looked: the copy passes through
 		 * (a switched one's copies, a fork child's orphan's too, stay its: exec ends them) */
 		san_sock_drop_fd(nfd, s->role == SAN_UP_ROLE_A, 0);
@@ -2532,13 +2686,13 @@ void san_sock_on_dup(int fd, int nfd)
 	pthread_mutex_lock(&reg_lock);
 	if (reg && (unsigned int)nfd < reg_size && !reg[nfd]) {
 		reg[nfd] = s;
-		s->refs++;
-		s->fdrefs++;
+		s->proc->refs++;
+		s->proc->fdrefs++;
 		named = true;
 	}
 	pthread_mutex_unlock(&reg_lock);
 	if (named && !s->swapped)
-		sock_flags_all(s, SAN_FDF_DUP | (s->tx_mute ? SAN_FDF_TXMUTE : 0), 0);
+		sock_flags_all(s, SAN_FDF_DUP | (s->proc->tx_mute ? SAN_FDF_TXMUTE : 0), 0);
 	if (!named && !s->committed) {
 		s->ep_overflow = true;
 		san_sock_drop_fd(nfd, s->role == SAN_UP_ROLE_A, 0);
@@ -2574,7 +2728,7 @@ int san_sock_passthrough(int fd)
 
 	if (!s)
 		return 0;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	if (s->committed || s->swapped)
 		r = -EINVAL;
 	else if (!s->dropped)
@@ -2605,6 +2759,81 @@ static bool sock_kernel_diff(struct san_sock *s, int64_t *dtx, int64_t *drx)
 }
 
 /*
+ * What the fork under way does with each sock of the registry (san_sock_atfork_prepare, in the
+ * forking thread; the child inherits the list). Socks live in shared slots (san_slab.h), so the
+ * child cannot read a slot it does not share: the parent may free or reuse it the moment the fork
+ * returns. So the child's copies are taken here, before the fork, each under its lock, and the
+ * child finds its socks through this list, never through the slots.
+ */
+struct fork_rec {
+	struct san_sock *s;	    /* the parent's sock (sorted by it: the child looks it up) */
+	struct san_sock_proc *proc; /* its private part (the child's own copy after the fork) */
+	struct san_sock *snap;	    /* the child's copy of it; NULL: shared, or none (below) */
+	struct san_sock *mine;	    /* the child's sock: s shared, its copy, or NULL */
+	bool shared;		    /* a switched shm connection the fork shares (holders raised) */
+	bool in_reg;		    /* a number names it when the fork comes (reg_lock held) */
+	bool unshare;		    /* raised, then closed before the fork: the parent lowers */
+	bool ref;		    /* a reference taken here (let go after the fork) */
+	bool active;		    /* role A (for a number dropped in the child) */
+};
+static struct fork_rec *fork_recs;
+static size_t fork_nrecs, fork_cap;
+
+static int fork_rec_cmp(const void *a, const void *b)
+{
+	const struct fork_rec *x = a, *y = b;
+
+	return x->s < y->s ? -1 : x->s > y->s;
+}
+
+static struct fork_rec *fork_rec_find(struct san_sock *s)
+{
+	struct fork_rec key = { .s = s };
+
+	return fork_recs ? bsearch(&key, fork_recs, fork_nrecs, sizeof(key), fork_rec_cmp) : NULL;
+}
+
+/*
+ * Can the fork share s (docs/engine.md §7.1): switched both ways, its MARK out, on a provider
+ * whose connections outlive a fork in both processes (shm). Lock held.
+ */
+static bool fork_shareable(struct san_sock *s)
+{
+	return s->committed && s->swapped && s->rx == SK_RX_SAN && s->tx == SK_TX_SAN &&
+	       s->prov && s->prov->shared_by_fork && !s->mark_due && !s->proc->mw &&
+	       !s->proc->orphan && !s->proc->closing && !s->proc->let_go;
+}
+
+/*
+ * For one sock, lock held: a candidate's kernel counts (below); a switched shm connection is
+ * shared, one more holder counted now (so that neither process's close can say DISCONNECT
+ * while the other still holds it, even one that comes before the child runs); anything else
+ * gets the child's copy, taken now.
+ */
+static void fork_prepare_one(struct fork_rec *r, bool cand)
+{
+	struct san_sock *s = r->s;
+
+	if (cand)
+		s->fork_base_ok = !s->dropped && !s->attempted && s->rx == SK_RX_TCP &&
+				  s->tx == SK_TX_TCP &&
+				  sock_kernel_diff(s, &s->fork_dtx, &s->fork_drx);
+	if (fork_shareable(s)) {
+		r->shared = true;
+		if (!__atomic_exchange_n(&any_shared, true, __ATOMIC_ACQ_REL))
+			(void)atexit(san_sock_exit_let_go); /* (inherited by the child) */
+		__atomic_add_fetch(&s->holders, 1, __ATOMIC_ACQ_REL);
+		/*
+		 * (raised under the lock: no offer of a buffer is made from now on while both hold
+		 * it, san_conn.c offers_ours; one already out is a thread's of this process)
+		 */
+		__atomic_add_fetch(&s->users, 1, __ATOMIC_ACQ_REL);
+	} else if ((r->snap = malloc(sizeof(*r->snap)))) {
+		memcpy(r->snap, s, sizeof(*s));
+	}
+}
+
+/*
  * fork() copies every connection not switched yet, and either process may go on with it: a
  * server that accepts and forks a child to serve (the parent closes its copy), a client that
  * connects and lets a child talk, a program that forks a helper (the helper never touches it).
@@ -2613,41 +2842,76 @@ static bool sock_kernel_diff(struct san_sock *s, int64_t *dtx, int64_t *drx)
  * (san_sock_counts_ok). So the kernel's counts are taken here, at the first fork, while ours
  * are exact: a send or receive of another thread in the kernel now (in_kernel) would make them
  * disagree, and such a candidate stays TCP. At a later fork the first counts stay: taken again,
- * they would hide what another copy moved since.
+ * they would hide what another copy moved since. Switched connections: fork_prepare_one. The
+ * registry's lock is held from here until the fork is over (san_sock_atfork_parent, _child), so
+ * the child's registry is the one these records describe.
  */
 void san_sock_atfork_prepare(void)
 {
-	struct san_sock *s, **list;
-	size_t n = 0, cap = 0;
+	struct san_sock *s;
+	struct fork_rec *r;
+	size_t cap = 0, n = 0;
 
 	/* first: an engine between its two looks at a candidate sees that a fork came between */
 	__atomic_add_fetch(&fork_gen, 1, __ATOMIC_SEQ_CST);
 
 	/* each one's lock is taken outside reg_lock (a close takes them the other way round) */
 	pthread_mutex_lock(&reg_lock);
-	for (s = reg_list; s; s = s->next)
+	for (s = reg_list; s; s = s->proc->next)
 		cap++;
 	pthread_mutex_unlock(&reg_lock);
-	list = cap ? malloc(cap * sizeof(*list)) : NULL;
-	if (!list)
-		return; /* none, or no memory: the copies stay TCP (san_sock_atfork_parent) */
-	pthread_mutex_lock(&reg_lock);
-	for (s = reg_list; s && n < cap; s = s->next)
-		if (!s->dropped && !s->attempted && reg && reg[s->fd] == s && !s->forked) {
-			s->refs++;
-			list[n++] = s;
-		}
-	pthread_mutex_unlock(&reg_lock);
-	for (size_t i = 0; i < n; i++) {
-		s = list[i];
-		pthread_mutex_lock(&s->lock);
-		s->fork_base_ok = !s->dropped && !s->attempted && s->rx == SK_RX_TCP &&
-				  s->tx == SK_TX_TCP &&
-				  sock_kernel_diff(s, &s->fork_dtx, &s->fork_drx);
-		pthread_mutex_unlock(&s->lock);
-		san_sock_put(s);
+	/* room for the socks registered meanwhile, which the child will not use */
+	fork_cap = cap ? 2 * cap + 64 : 0;
+	fork_recs = fork_cap && !san_fault(SAN_FAULT_FORK_NOMEM) ? calloc(fork_cap, sizeof(*fork_recs))
+					   : NULL;
+	fork_nrecs = 0;
+	if (!fork_recs) {
+		/* none, or no memory: candidates stay TCP (san_sock_atfork_parent), the rest orphans */
+		pthread_mutex_lock(&reg_lock);
+		return;
 	}
-	free(list);
+	{
+		bool cand[cap];
+
+		pthread_mutex_lock(&reg_lock);
+		for (s = reg_list; s && n < cap; s = s->proc->next) {
+			bool in_reg = reg && reg[s->fd] == s;
+
+			cand[n] = !s->dropped && !s->attempted && in_reg && !s->forked;
+			s->proc->refs++;
+			fork_recs[n++] = (struct fork_rec){ .s = s, .proc = s->proc, .ref = true,
+							    .active = s->role == SAN_UP_ROLE_A };
+		}
+		pthread_mutex_unlock(&reg_lock);
+		for (size_t i = 0; i < n; i++) {
+			san_sock_lock(fork_recs[i].s);
+			fork_prepare_one(&fork_recs[i], cand[i]);
+			pthread_mutex_unlock(&fork_recs[i].s->lock);
+		}
+	}
+	fork_nrecs = n;
+	qsort(fork_recs, fork_nrecs, sizeof(*fork_recs), fork_rec_cmp);
+	pthread_mutex_lock(&reg_lock);
+	/* registered since: recorded without a copy (the child drops them; so does the parent) */
+	for (s = reg_list; s && n < fork_cap; s = s->proc->next)
+		if (!fork_rec_find(s))
+			fork_recs[n++] = (struct fork_rec){ .s = s, .proc = s->proc,
+							    .active = s->role == SAN_UP_ROLE_A };
+	if (n > fork_nrecs) {
+		fork_nrecs = n;
+		qsort(fork_recs, fork_nrecs, sizeof(*fork_recs), fork_rec_cmp);
+	}
+	/*
+	 * A close may have taken a shared one out of the registry since its record was made (a
+	 * thread past reg_remove, not yet at its let-go): the child will not have it, so the raise
+	 * is undone in the parent (fork_unshare) and the child takes nothing of it.
+	 */
+	for (unsigned int i = 0, end = reg_numbers_end(); reg && i < end; i++)
+		if (reg[i] && (r = fork_rec_find(reg[i])))
+			r->in_reg = true;
+	for (size_t i = 0; i < fork_nrecs; i++)
+		if (fork_recs[i].shared && !fork_recs[i].in_reg)
+			fork_recs[i].shared = false, fork_recs[i].unshare = true;
 }
 
 /*
@@ -2665,15 +2929,15 @@ static void sock_each(bool (*pick)(struct san_sock *s, void *arg),
 	do {
 		n = 0;
 		pthread_mutex_lock(&reg_lock);
-		for (s = reg_list; s && n < 64; s = s->next)
+		for (s = reg_list; s && n < 64; s = s->proc->next)
 			if (pick(s, arg)) {
-				s->refs++;
+				s->proc->refs++;
 				list[n++] = s;
 			}
 		pthread_mutex_unlock(&reg_lock);
 		for (i = 0; i < n; i++) {
 			s = list[i];
-			pthread_mutex_lock(&s->lock);
+			san_sock_lock(s);
 			act(s, arg);
 			pthread_mutex_unlock(&s->lock);
 			san_sock_put(s);
@@ -2688,7 +2952,7 @@ static void sock_each(bool (*pick)(struct san_sock *s, void *arg),
  */
 static bool sandbox_pick(struct san_sock *s, void *arg)
 {
-	if (s->dropped || s->closing)
+	if (s->dropped || s->proc->closing)
 		return false;
 	if (s->attempted || s->committed) {
 		*(bool *)arg = true;
@@ -2731,8 +2995,64 @@ static void parent_mark(struct san_sock *s, void *arg)
 	}
 }
 
+/*
+ * A raise the child will not take back (san_sock_atfork_prepare): the holder and user counted for
+ * it go. If this process's close came meanwhile and let go believing another user would say the
+ * end, this is the last user now, and says it as that close would have. A reference held.
+ */
+static void fork_unshare(struct san_sock *s)
+{
+	san_sock_lock(s);
+	__atomic_sub_fetch(&s->holders, 1, __ATOMIC_ACQ_REL); /* (ours stays: >= 1) */
+	if (!__atomic_sub_fetch(&s->users, 1, __ATOMIC_ACQ_REL) && s->proc->let_go)
+		sock_end_last(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * fork() through our wrapper (preload/san_exec.c): the parent's handler cannot tell a failed fork
+ * (glibc runs the parent handlers then too) from one that made a child, so the connections it
+ * shared are kept here, each with its reference, until the wrapper says (san_sock_fork_done).
+ * Forks libc makes itself (daemon()) do not come through the wrapper: those count as done.
+ */
+static __thread bool fork_in_wrapper;
+static __thread struct san_sock **fork_pending;
+static __thread size_t fork_npending;
+
+void san_sock_fork_begin(void)
+{
+	fork_in_wrapper = true;
+}
+
+void san_sock_fork_done(bool failed)
+{
+	fork_in_wrapper = false;
+	for (size_t i = 0; i < fork_npending; i++) {
+		if (failed)
+			fork_unshare(fork_pending[i]); /* no child: the raises were for nobody */
+		san_sock_put(fork_pending[i]);
+	}
+	free(fork_pending);
+	fork_pending = NULL;
+	fork_npending = 0;
+}
+
 void san_sock_atfork_parent(void)
 {
+	pthread_mutex_unlock(&reg_lock);
+	fork_pending = fork_in_wrapper && fork_nrecs ? calloc(fork_nrecs, sizeof(*fork_pending)) : NULL;
+	for (size_t i = 0; i < fork_nrecs; i++) {
+		free(fork_recs[i].snap);
+		if (fork_recs[i].unshare)
+			fork_unshare(fork_recs[i].s);
+		if (fork_recs[i].shared && fork_recs[i].ref && fork_pending)
+			fork_pending[fork_npending++] = fork_recs[i].s; /* (its reference kept) */
+		else if (fork_recs[i].ref)
+			san_sock_put(fork_recs[i].s);
+	}
+	free(fork_recs);
+	fork_recs = NULL;
+	fork_nrecs = 0;
 	sock_each(parent_pick, parent_mark, NULL);
 }
 
@@ -2811,10 +3131,15 @@ static bool settle_for_exec(int fd, bool switched, uint32_t flags)
 	s = san_sock_get(fd);
 	if (!s)
 		return switched;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	san = switched || s->committed;
-	if (s->orphan) {
-		/* a fork child's copy: the slots and the plugs are the parent's */
+	if (s->proc->orphan || s->proc->from_fork) {
+		/*
+		 * A fork child's copy (the slots and the plugs are the parent's), or a connection a
+		 * fork shared with it: an offer still out is a thread's of the parent, which goes on.
+		 * The dup3 below replaces only this process's number of X: X itself stays open in
+		 * the processes that keep the connection.
+		 */
 		pthread_mutex_unlock(&s->lock);
 		san_sock_put(s);
 		return san;
@@ -2856,41 +3181,159 @@ void san_sock_before_exec(void)
 }
 
 /*
- * The child of fork() shares the rings with its parent; two consumers would corrupt them, so
- * the child's switched connections fail cleanly (ECONNRESET) while the parent keeps them.
- * Candidates stay candidates, forked (san_sock_atfork_prepare), unless their counts could not
- * be taken. Single-threaded here: locks are re-initialised, and no call of ours is in the
- * kernel.
+ * fork(), in the child: the sock it goes on with for record r. A shared one is the parent's slot
+ * (its engine watches the anchor once the child first uses it); any other is the copy taken
+ * before the fork, moved into a slot of the child's own. NULL: none (registered after the
+ * copies were taken, or no memory): the child's numbers of it stay TCP.
+ */
+static struct san_sock *fork_child_sock(struct fork_rec *r)
+{
+	struct san_sock *c;
+
+	if (r->ref)
+		r->proc->refs--; /* san_sock_atfork_prepare's, which the parent lets go */
+	if (r->shared) {
+		r->proc->watch_due = r->proc->from_fork = true;
+		return r->s;
+	}
+	if (!r->snap || !(c = san_slab_alloc(&sock_slab)))
+		return NULL;
+	memcpy(c, r->snap, sizeof(*c));
+	sock_sync_init(c);
+	c->holders = c->users = 1;
+	return c;
+}
+
+/*
+ * A number of the child's with no sock (no memory for its copy at the fork): passing through, it
+ * would be the notification socket X (switched: doorbell bytes read as data) or a TCP socket with
+ * the peer's MARK in it (committed). So a switched or committed one is made what an orphan is, a
+ * reset: the number now names one end of a socketpair whose other end went with a byte unread
+ * (the kernel's ECONNRESET there, then EOF). A candidate's is its TCP socket: it passes through.
+ */
+static void child_fd_reset(int fd)
+{
+	struct san_fd *f = san_fd_get(fd);
+	int sv[2], fl;
+
+	if (!f || (san_fd_state(f) != SAN_FD_SWITCHED && !(san_fd_flags(f) & SAN_FDF_COMMITTED)))
+		return;
+	fl = san_sys_fcntl(fd, F_GETFD, 0);
+	if (san_sys_socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	(void)san_sys_send(sv[0], "r", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+	san_sys_close(sv[1]);
+	(void)san_sys_dup3(sv[0], fd, fl > 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0);
+	san_sys_close(sv[0]);
+	san_warn("fd %d: no memory for this fork child's copy of the connection: it fails", fd);
+}
+
+/*
+ * The child's references, counted again: its copy of refs is the parent's, which counted the
+ * parent's threads inside a call on the connection at the fork (and its engine's watchers, let
+ * go by san_up_unwatch_child), none of which the child has. Left as copied, a connection the child
+ * closes never reaches 0 there: its copies of the anchor, side and Y sockets stay open for its
+ * whole life (the peer does not see the end when the parent goes) and it never lets go of the
+ * shared slot (the parent's last close cannot free it). What the child holds is its numbers in the
+ * registry; a sock no number names is freed now.
+ */
+static void child_recount_refs(void)
+{
+	struct san_sock *s, **pp;
+
+	for (s = reg_list; s; s = s->proc->next)
+		s->proc->refs = 0;
+	for (unsigned int n = 0, end = reg_numbers_end(); reg && n < end; n++)
+		if (reg[n])
+			reg[n]->proc->refs++;
+	for (pp = &reg_list; (s = *pp);) {
+		if (s->proc->refs) {
+			pp = &s->proc->next;
+			continue;
+		}
+		*pp = s->proc->next;
+		sock_free(s);
+	}
+}
+
+/*
+ * The child of fork(). A switched shm connection the fork shared stays one connection used by
+ * both processes (docs/engine.md §7.1). Every other sock is the child's own copy, as its rules
+ * are each process's: candidates stay candidates, forked (san_sock_atfork_prepare), unless their
+ * counts could not be taken; other switched or committed connections (verbs: a QP is its
+ * process's; one between its commit and its swap) are orphans, whose calls fail ECONNRESET while
+ * the parent keeps them. Single-threaded here: our private locks are re-initialised, and no call
+ * of ours is in the kernel. The slots of socks it does not share are never read here.
  */
 void san_sock_atfork_child(void)
 {
-	struct san_sock *s;
+	struct san_sock *s, **pp;
+	struct fork_rec *r;
 
 	pthread_mutex_init(&reg_lock, NULL);
 	san_ep_early_atfork_child();
 	n_tx_mute = 0;
 	b_untouched = 0;
 	san_prov_atfork_child();
-	for (s = reg_list; s; s = s->next) {
-		pthread_mutex_init(&s->lock, NULL);
-		pthread_cond_init(&s->cond, NULL);
-		s->ew = NULL; /* the engine thread did not survive */
-		s->stc = NULL; /* the parent's file: the child has its own (san_stats_conn.h) */
+	/*
+	 * The child's copies go into chunks of its own: a slot taken from a chunk the parent shares
+	 * would stay taken in the parent's bitmap when the child exits without a close (a pre-fork
+	 * server's children do), ~2 KB lost per connection for the parent's life. The slots it
+	 * shares still go back to their own chunk (san_slab_free finds it from the slot).
+	 */
+	san_slab_forget(&sock_slab);
+	for (size_t i = 0; i < fork_nrecs; i++)
+		fork_recs[i].mine = fork_child_sock(&fork_recs[i]);
+	/* the registry's list, through the private parts; a sock of none is left out */
+	for (pp = &reg_list; (s = *pp);) {
+		if (!(r = fork_rec_find(s))) {
+			*pp = NULL; /* (no record: the fork found no memory for them) */
+			break;
+		}
+		if (r->mine) {
+			*pp = r->mine;
+			pp = &r->proc->next;
+		} else {
+			*pp = r->proc->next;
+		}
+	}
+	for (unsigned int n = 0, end = reg_numbers_end(); reg && n < end; n++) {
+		if (!reg[n])
+			continue;
+		r = fork_rec_find(reg[n]);
+		reg[n] = r ? r->mine : NULL;
+		if (!reg[n]) {
+			child_fd_reset((int)n);
+			san_sock_drop_fd((int)n, r && r->active, SAN_R_STATE);
+		}
+	}
+	for (size_t i = 0; i < fork_nrecs; i++)
+		free(fork_recs[i].snap);
+	free(fork_recs);
+	fork_recs = NULL;
+	fork_nrecs = 0;
+	for (s = reg_list; s; s = s->proc->next) {
+		san_up_unwatch_child(s); /* the engine thread did not survive */
 		san_up_unname_child(s);
-		s->name_decided = false;
-		if (s->tx_mute) {
+		s->proc->name_decided = false;
+		if (s->proc->tx_mute) {
 			/* the epoll sets are the parent's too: only our own bookkeeping */
-			s->tx_mute = false;
+			s->proc->tx_mute = false;
 			sock_flags_all(s, 0, SAN_FDF_TXMUTE);
 		}
-		if (s->committed || s->swapped) {
-			s->orphan = true;
+		s->proc->stc = NULL; /* the parent's file: the child has its own (san_stats_conn.h) */
+		if (s->proc->watch_due) {
+			/* shared with the parent: its state is both processes' from now on; its
+			 * slot in the child's own file is claimed at the child's first data call */
+			s->proc->stc_child = true;
+		} else if (s->committed || s->swapped) {
+			s->proc->orphan = true;
 			s->err = -ECONNRESET;
 			/* the offers in the shared slots are the parent's: never settle them here */
 			s->src_out = s->direct_out = s->direct_claimed = false;
 		} else if (!s->dropped && !s->attempted && s->fork_base_ok) {
 			s->forked = true;
-			s->stc_child = true;
+			s->proc->stc_child = true;
 			s->in_kernel = 0;
 			/* the parent's calls and waits were the parent's */
 			s->touched = false;
@@ -2900,13 +3343,14 @@ void san_sock_atfork_child(void)
 			sock_drop_others(s);
 			if (reg && reg[s->fd] == s) {
 				reg[s->fd] = NULL;
-				s->refs--;
+				s->proc->refs--;
 			}
 			san_sock_drop_fd(s->fd, s->role == SAN_UP_ROLE_A, SAN_R_STATE);
 		}
-		if (s->role == SAN_UP_ROLE_B && !s->touched && !s->orphan && reg && reg[s->fd] == s)
+		if (s->role == SAN_UP_ROLE_B && !s->touched && !s->proc->orphan && reg && reg[s->fd] == s)
 			b_untouched++; /* (sock_touch or the close takes it back) */
 	}
+	child_recount_refs();
 }
 
 /*
@@ -2941,18 +3385,18 @@ bool san_sock_on_close(int fd)
 
 	if (!s)
 		return false;
-	if (s->orphan) {
+	if (s->proc->orphan) {
 		/* A fork child's copy: the parent owns the rings and the anchor's fate. */
 		san_sock_put(s);
 		return false;
 	}
-	pthread_mutex_lock(&s->lock);
-	if (s->fdrefs == 1 && s->role == SAN_UP_ROLE_B && !s->touched) {
+	san_sock_lock(s);
+	if (s->proc->fdrefs == 1 && s->role == SAN_UP_ROLE_B && !s->touched) {
 		/* it leaves the waits' count (san_sock_any_untouched); its number is going */
 		s->touched = true;
 		__atomic_sub_fetch(&b_untouched, 1, __ATOMIC_RELAXED);
 	}
-	if (--s->fdrefs > 0) {
+	if (--s->proc->fdrefs > 0) {
 		if (s->fd == fd) {
 			san_sock_tx_unmute(s, true); /* the mute is this number's */
 			/*
@@ -2973,9 +3417,9 @@ bool san_sock_on_close(int fd)
 			pthread_mutex_unlock(&reg_lock);
 		}
 		/* its registrations go with it (the kernel's stay, keyed on the number) */
-		for (int i = 0; i < s->nep;)
-			if (s->ep[i].fd == fd)
-				s->ep[i] = s->ep[--s->nep];
+		for (int i = 0; i < s->proc->nep;)
+			if (s->proc->ep[i].fd == fd)
+				s->proc->ep[i] = s->proc->ep[--s->proc->nep];
 			else
 				i++;
 		pthread_mutex_unlock(&s->lock);
@@ -2983,9 +3427,9 @@ bool san_sock_on_close(int fd)
 		return false;
 	}
 	san_sock_tx_unmute(s, false);
-	s->closing = true;
+	s->proc->closing = true;
 	/* its slot is released with the number (san_stats_fd_close): a new connection's then */
-	s->stc = NULL;
+	s->proc->stc = NULL;
 	if (s->committed && !s->swapped && s->rx == SK_RX_DRAIN && s->tcp_rx == s->x_peer) {
 		/*
 		 * The application read everything before the peer's MARK but not the MARK: left
@@ -3005,10 +3449,14 @@ bool san_sock_on_close(int fd)
 				break;
 		}
 	}
-	if (s->tx == SK_TX_SAN && !s->err)
-		san_conn_close(s);
-	if (s->committed && s->prov && s->prov->closed)
-		s->prov->closed(s);
+	/*
+	 * A connection a fork shared ends when the last process lets go, as a TCP socket does:
+	 * until then the others go on with it, and this process only drops its copies.
+	 */
+	if (sock_let_go(s))
+		san_debug("fd %d: closed here, another process still uses the connection", fd);
+	else
+		sock_end_last(s);
 	if (s->committed && !s->swapped) {
 		/* Switched, though the application never read past the MARK: count it so. */
 		san_fd_set_state(fd, SAN_FD_SWITCHED);

@@ -2,12 +2,14 @@
 #ifndef SAN_SOCK_H
 #define SAN_SOCK_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "core/san_owner.h"
 #include "core/san_prov.h"
@@ -24,7 +26,8 @@
  *                socket and the fd becomes SAN_FD_SWITCHED. Any failure before commit:
  *                the fd goes back to plain SAN_FD_TCP and the sock is dropped.
  *
- * Every field below the lock is protected by it. Blocking never happens with the lock held.
+ * Every field below the lock is protected by it. Blocking never happens with the lock held. The
+ * lock and cond are process-shared and the lock robust (san_sock_lock): a fork may share them.
  */
 enum san_sock_rx { SK_RX_TCP, SK_RX_PAUSED, SK_RX_DRAIN, SK_RX_SAN };
 enum san_sock_tx { SK_TX_TCP, SK_TX_SAN };
@@ -52,30 +55,71 @@ struct san_sock_epreg {
 struct conn_name;
 struct san_stats_conn;
 
-struct san_sock {
+/*
+ * What one process alone holds of a connection (docs/engine.md §7.1). The sock itself lives in
+ * a shared slot (core/san_slab.h): after a fork() a switched shm connection is one state in both
+ * processes, its ring cursors, credits and flags under one process-shared lock. What is each
+ * process's own sits here, in its heap, reached through s->proc: malloc'ed memory has the same
+ * address in parent and child after a fork, each seeing its own copy.
+ */
+struct san_sock_proc {
 	struct san_sock *next; /* registry list (for B's lookup by 4-tuple) */
+	int refs;	       /* registry + callers in flight + engine */
+	int fdrefs;	       /* fd numbers naming it (a dup of a switched fd; the numbers an
+				* inherited connection came with: san_sock_adopt) */
+	bool orphan;	       /* a fork child's copy: every call fails ECONNRESET */
+	bool closing;	       /* the application closed it (in this process) */
+	bool let_go;	       /* this process no longer counts among its users (close, exit) */
+	bool unheld;	       /* ... nor among its holders (the sock freed, the exit) */
+	bool watch_due;	       /* a fork shared it: this child's engine does not watch it yet */
+	bool from_fork;	       /* a fork shared it with this process, its child: offers out
+				* (direct grant, direct read) are the parent's threads' */
+	struct conn_name *named; /* B: the connection's own side-channel name (san_up_name_conn) */
+	bool name_decided;	 /* B: named, or not to be named, in this process */
+	void *mw;		 /* engine watcher writing the MARK's rest (san_up_watch_mark) */
+	void *fw;		 /* engine watcher for ring space (pending DISCONNECT, EPOLLOUT) */
+	void *ew;		 /* engine watcher of the anchor (engine thread only) */
+	bool tx_mute;		 /* not swapped, the ring full after a nonblocking send: the fd's
+				  * POLLOUT comes from X until room comes (san_sock_tx_mute) */
+	struct san_sock_epreg ep[SAN_SOCK_EPOLL_MAX]; /* this process's epoll sets (the
+						       * early ones too: san_epoll_early) */
+	int nep;
+	/*
+	 * Its slot in this process's stats file (san_stats_conn.h), or NULL: set at its start,
+	 * NULL from its close and in a fork child, whose file is its own (a child writing through
+	 * the parent's pointer would count into the parent's slot).
+	 */
+	struct san_stats_conn *stc;
+	bool stc_child; /* a fork child's candidate or shared connection: its slot is claimed at
+			 * its first data call here (atomic; the claim under the lock) */
+};
+
+struct san_sock {
+	struct san_sock_proc *proc; /* this process's own part (see above) */
+	/*
+	 * Processes that share the connection (atomics; 1, more once a fork shared it: switched
+	 * shm connections only). users: those whose application has not closed it (a close, an
+	 * exit); the last says DISCONNECT or ABORT. holders: those whose memory still refers to
+	 * the slot (their last reference let go); the last frees it.
+	 */
+	int users;
+	int holders;
+	uint32_t lock_gen; /* odd while one process builds the lock again (san_sock_lock_rebuild) */
 	int fd;	  /* the application's fd number */
 	int role; /* SAN_UP_ROLE_A / SAN_UP_ROLE_B */
 	struct san_tuple tuple; /* as this side sees the TCP connection */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* rx leaves PAUSED */
-	int refs;	     /* registry + callers in flight + engine */
-	int fdrefs;	     /* fd numbers naming it (a dup of a switched fd; the numbers an
-			      * inherited connection came with: san_sock_adopt) */
-	bool orphan;	     /* a fork child's copy: every call fails ECONNRESET */
 
 	bool attempted;	 /* A: the upgrade ran (whatever its outcome) */
 	bool committed;	 /* past the point of no return: failures reset */
 	bool swapped;	 /* fd is the notification socket now */
-	bool closing;	 /* the application closed it */
 	bool dropped;	 /* stays TCP: the fd passes through from now on */
 	bool rd_shut;	 /* shutdown(SHUT_RD) on a switched fd: reads return 0 */
 	uint64_t deadline_ns; /* the window closes (CLOCK_MONOTONIC): A proposes, B takes one */
 	bool tuple_known;     /* B: tuple is filled in (san_sock_tuple); A fills it when it proposes */
 	bool tuple_failed;    /* B: the kernel could not say (not asked again) */
-	struct conn_name *named; /* B: the connection's own side-channel name (san_up_name_conn) */
-	bool name_decided;	 /* B: named, or not to be named, in this process */
 	bool late;	      /* A: the peer is on this host: propose once due (a_due) */
 	bool bytes_due_tx;    /* A: due by bytes in a send: propose when a send would wait */
 	bool policy_set;      /* A: late is decided */
@@ -108,7 +152,6 @@ struct san_sock {
 	unsigned int mark_out;	  /* our MARK bytes written so far (B may finish late) */
 	bool mark_due;		  /* shm: our MARK waits for our first stream bytes or our end
 				   * in the ring (san_sock_mark_flush) */
-	void *mw;		  /* engine watcher writing the MARK's rest (san_up_watch_mark) */
 
 	int tcp;   /* the TCP socket: == fd until the swap, then the anchor (our dup) */
 	int side;  /* side-channel socket, -1 once closed */
@@ -149,7 +192,6 @@ struct san_sock {
 	bool peer_fin;	   /* DISCONNECT received: EOF after the ring's data */
 	bool fin_sent;	   /* shutdown SHUT_WR or close: no more sends */
 	bool fin_pending;  /* ... but the DISCONNECT waits for ring space */
-	void *fw;	   /* engine watcher for ring space (pending DISCONNECT, EPOLLOUT) */
 	int err;	   /* sticky: -ECONNRESET etc. once reset */
 	bool err_told;	   /* err was reported once (recv, send or SO_ERROR): as TCP after it
 			    * consumed sk_err, reads now return 0 and sends fail EPIPE */
@@ -160,11 +202,8 @@ struct san_sock {
 	uint32_t snd_window;  /* SO_SNDBUF the application set (shm), 0: none (sock_windows) */
 	bool tx_wait_window;  /* the last send waits for the peer to read (window full) */
 	bool anchor_watch; /* the engine watches the anchor */
-	void *ew;	   /* engine watcher (engine thread only) */
 
 	bool want_edges;  /* an EPOLLET registration was made: a doorbell per arrival (rxr) */
-	bool tx_mute;	  /* not swapped, the ring full after a nonblocking send: the fd's
-			   * POLLOUT comes from X until room comes (san_sock_tx_mute) */
 	/* Direct grant (protocol.md "Direct grant on shm"): the application's buffer, written
 	 * by the peer with process_vm_writev while a blocking receive sleeps. */
 	bool direct_off;     /* a direct write failed (CMA refused): none on this connection */
@@ -183,15 +222,9 @@ struct san_sock {
 	ssize_t src_res;     /* settled by another thread (san_conn_src_drop): the result ... */
 	bool src_res_pending;/* ... the offering send has still to take */
 	int peer_pidfd;	     /* the peer process, or -1: a read is trusted only if it still lives */
-	struct san_sock_epreg ep[SAN_SOCK_EPOLL_MAX];
-	int nep;
 	bool ep_overflow; /* more registrations than we can re-create: do not switch */
 	bool counts_fault_done; /* SANSWITCH_FAULT=counts_busy was played on it */
 	int lowat_app; /* committed, not swapped: the application's SO_RCVLOWAT (> 1), ours is 1 */
-	struct san_stats_conn *stc; /* its slot in the stats file (san_stats_conn.h), or NULL;
-				     * set at its start, NULL from its close and in a fork child */
-	bool stc_child; /* a fork child's candidate: its slot is claimed at its first data call
-			 * here (atomic; the claim under the lock) */
 };
 
 /*
@@ -204,6 +237,43 @@ struct san_sock {
 static inline int san_sock_x_own(const struct san_sock *s)
 {
 	return s->xold >= 0 ? s->xold : s->xfd;
+}
+
+/*
+ * The connection's lock. Process-shared and robust: a process that shares the connection
+ * (docs/engine.md §7.1) may die holding it; the next locker takes it over (san_sock_owner_died).
+ */
+void san_sock_owner_died(struct san_sock *s);
+void san_sock_lock_rebuild(struct san_sock *s);
+/* What a lock call returned, the lock held after it: 0, EOWNERDEAD, ENOTRECOVERABLE. */
+static inline void san_sock_locked(struct san_sock *s, int r)
+{
+	if (__builtin_expect(r == EOWNERDEAD, 0))
+		san_sock_owner_died(s);
+	else if (__builtin_expect(r == ENOTRECOVERABLE, 0))
+		san_sock_lock_rebuild(s);
+}
+static inline void san_sock_lock(struct san_sock *s)
+{
+	san_sock_locked(s, pthread_mutex_lock(&s->lock));
+}
+/* The lock if free (or its owner dead: taken over); false if another holds it. */
+static inline bool san_sock_trylock(struct san_sock *s)
+{
+	int r = pthread_mutex_trylock(&s->lock);
+
+	if (r == EBUSY)
+		return false;
+	san_sock_locked(s, r);
+	return true;
+}
+static inline void san_sock_wait(struct san_sock *s, const struct timespec *until)
+{
+	int r = until ? pthread_cond_timedwait(&s->cond, &s->lock, until)
+		      : pthread_cond_wait(&s->cond, &s->lock);
+
+	if (__builtin_expect(r == EOWNERDEAD || r == ENOTRECOVERABLE, 0))
+		san_sock_locked(s, r);
 }
 
 /* Returned by the san_sock_* data calls: not managed (any more), make the real call. */
@@ -226,6 +296,10 @@ void san_sock_atfork_child(void);
 void san_sock_atfork_prepare(void);
 /* fork(), in the parent: candidates are shared with the child now (forked). */
 void san_sock_atfork_parent(void);
+/* Around a fork() of the application (preload/san_exec.c): failed, the connections it shared are
+ * the parent's alone again. */
+void san_sock_fork_begin(void);
+void san_sock_fork_done(bool failed);
 /* A forked candidate: 0 if no other process holds it, -EBUSY, or -E2BIG (san_forked.h). */
 int san_sock_forked_alone(struct san_sock *s);
 /*
@@ -256,6 +330,8 @@ void san_sock_stats_exit(void);
  * flush sends what is queued; shm needs nothing (the peer sees the rings: san_sock_check_anchor).
  */
 void san_sock_exit_close(void);
+/* The process ends: it lets go of the connections a fork shared (san_sock.c). */
+void san_sock_exit_let_go(void);
 /* exec(): inherited switched fds become sockets that read EOF (this process's copies only). */
 void san_sock_before_exec(void);
 
@@ -378,6 +454,8 @@ void san_up_unlisten(int lfd);
 void san_up_atfork_child(void);
 void san_up_watch_anchor(struct san_sock *s);
 void san_up_unwatch(struct san_sock *s);
+/* fork(), in the child: forget the parent engine's watchers of s (single-threaded). */
+void san_up_unwatch_child(struct san_sock *s);
 void san_up_watch_tx(struct san_sock *s);
 void san_up_watch_mark(struct san_sock *s);
 /*

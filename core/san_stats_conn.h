@@ -15,8 +15,9 @@ struct san_tuple;
  * keyed by the fd number (a fd table flag, SAN_FDF_STATSLOT, says it has one), and released
  * when the process lets go of the connection's last number. Connections beyond the slots are
  * counted in hdr.conn_overflow and not shown; nothing fails for want of a slot. A fork child
- * starts with no slots (and its own file): a candidate it inherited gets one at the child's
- * first data call on it (san_sock.c), a connection already on TCP for good none.
+ * starts with no slots (and its own file): a candidate it inherited, or a switched connection
+ * the fork shared, gets one at the child's first data call on it (san_sock.c: the pointer is
+ * in s->proc, each process's own), a connection already on TCP for good none.
  */
 
 /* Claim a slot for the connection of tracked fd @fd; the slot, or NULL (stats off, full). */

@@ -443,8 +443,8 @@ static void side_reject(int fd, uint16_t reason)
 /* B's reader resumes and the connection stays TCP. */
 void san_up_b_fallback(struct san_sock *s, unsigned int reason)
 {
-	pthread_mutex_lock(&s->lock);
-	if (!s->committed && !s->closing) {
+	san_sock_lock(s);
+	if (!s->committed && !s->proc->closing) {
 		if (s->rx == SK_RX_PAUSED)
 			san_sock_epoll_rearm(s);
 		san_up_fallback(s, reason);
@@ -505,7 +505,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	if (san_sock_conf_refuses(s, &t.local))
 		return SAN_R_POLICY;
 	gen = san_sock_fork_gen();
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	ok = !s->in_kernel;
 	/*
 	 * Accepted, not yet read, waited on or registered: perhaps on its way to a fork child that
@@ -535,7 +535,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 		bool moved;
 		int fd;
 
-		pthread_mutex_lock(&s->lock);
+		san_sock_lock(s);
 		fd = s->fd;
 		pthread_mutex_unlock(&s->lock);
 		proof_of(&pf, rx, prm.fd_hint);
@@ -545,7 +545,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 		 * The number closed under the proof while another names the connection (a dup's
 		 * first number closed: san_sock_on_close moved it): prove again, once.
 		 */
-		pthread_mutex_lock(&s->lock);
+		san_sock_lock(s);
 		moved = k == 0 && s->fd != fd;
 		pthread_mutex_unlock(&s->lock);
 		if (moved && san_sock_current(s))
@@ -555,7 +555,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	}
 	if (san_up_pair(&x, &y) < 0)
 		return SAN_R_RESOURCES;
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	if (s->in_kernel || san_sock_fork_gen() != gen) {
 		/* one began since the check above, or a fork came (a copy the check did not see) */
 		c->busy_kernel = s->in_kernel;
@@ -564,7 +564,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 		san_sys_close(y);
 		return SAN_R_BUSY;
 	}
-	ok = !s->dropped && !s->closing && !s->attempted && s->rx == SK_RX_TCP &&
+	ok = !s->dropped && !s->proc->closing && !s->attempted && s->rx == SK_RX_TCP &&
 	     s->tx == SK_TX_TCP && !s->ep_overflow;
 	if (ok) {
 		int cr = san_sock_counts(s);
@@ -595,7 +595,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	/* Pause the reader before ACCEPT exists (§9.2 rule 1): no receive runs past here. */
 	s->attempted = true;
 	s->prov = &san_prov_shm;
-	san_stats_conn_set(s->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
+	san_stats_conn_set(s->proc->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
 	s->rx = SK_RX_PAUSED;
 	s->xfd = x;
 	s->ylocal = y;
@@ -632,11 +632,11 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 	struct san_msg m = { .type = SAN_T_SWITCH };
 	int r;
 
-	pthread_mutex_lock(&s->lock);
-	if (rx->fd < 0 || rx->msg.u.sw.offset < s->tcp_rx || s->closing) {
+	san_sock_lock(s);
+	if (rx->fd < 0 || rx->msg.u.sw.offset < s->tcp_rx || s->proc->closing) {
 		pthread_mutex_unlock(&s->lock);
 		san_side_rx_close_fds(rx);
-		pthread_mutex_lock(&s->lock);
+		san_sock_lock(s);
 		san_sock_commit(s);
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
 		pthread_mutex_unlock(&s->lock);
@@ -656,7 +656,7 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 		r = san_conn_send_hello(s) < 0 ? -EIO : 0;
 	if (r < 0)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
-	if (!s->closing)
+	if (!s->proc->closing)
 		san_sock_epoll_rearm(s);
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
@@ -711,7 +711,7 @@ static bool b_receive_returns_soon(struct san_sock *s)
 {
 	bool r;
 
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	r = !s->in_kernel || (s->tcp >= 0 && san_sys_inq(s->tcp) > 0); /* (returned already) */
 	pthread_mutex_unlock(&s->lock);
 	return r;
@@ -990,7 +990,7 @@ void san_up_name_conn(struct san_sock *s)
 	uint64_t netns, now = san_sock_now_ns();
 	int fd, r;
 
-	s->name_decided = true;
+	s->proc->name_decided = true;
 	r = san_sock_tuple(s) ? san_sidechan_netns(&netns) : -ENOTCONN;
 	if (!r)
 		r = san_sidechan_name_conn(&n, netns, &s->tuple.local, &s->tuple.peer);
@@ -1013,7 +1013,7 @@ void san_up_name_conn(struct san_sock *s)
 		free(cn);
 		return;
 	}
-	s->named = cn;
+	s->proc->named = cn;
 	san_debug("fd %d: named %s", s->fd, n.path + 1);
 }
 
@@ -1024,22 +1024,22 @@ void san_up_unname(struct san_sock *s)
 	 * (out of memory, or stopping at exit), the name stays as it is until its window's end
 	 * or the process's: never freed under a running watcher.
 	 */
-	if (s->named)
-		(void)san_engine_call(conn_name_free, s->named);
-	s->named = NULL;
+	if (s->proc->named)
+		(void)san_engine_call(conn_name_free, s->proc->named);
+	s->proc->named = NULL;
 }
 
 /* fork(): the child's copy of a name is the parent's socket; the child drops it. */
 void san_up_unname_child(struct san_sock *s)
 {
-	struct conn_name *cn = s->named;
+	struct conn_name *cn = s->proc->named;
 
 	if (!cn)
 		return;
 	if (!cn->closed)
 		san_sys_close(cn->w.fd);
 	free(cn);
-	s->named = NULL;
+	s->proc->named = NULL;
 }
 
 /* fork(): the child serves no side channel (it has no engine yet); its copies are closed. */
@@ -1068,7 +1068,7 @@ static void anchor_read(struct ev_loop *loop, ev_io *w, int revents)
 	struct anchor_watch *a = (struct anchor_watch *)w;
 	struct san_sock *s = a->s;
 
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	san_sock_check_anchor(s);
 	if (s->anchor_dead)
 		ev_io_stop(loop, w);
@@ -1106,9 +1106,9 @@ void san_up_watch_anchor(struct san_sock *s)
 		return;
 	}
 	a->s = s;
-	s->ew = a;
+	s->proc->ew = a;
 	if (san_engine_call(watch_on_engine, a) < 0) {
-		s->ew = NULL;
+		s->proc->ew = NULL;
 		san_sock_put(s);
 		free(a);
 	}
@@ -1118,14 +1118,14 @@ static void unwatch_fin_on_engine(void *arg);
 
 void san_up_unwatch(struct san_sock *s)
 {
-	void *a = s->ew, *f;
+	void *a = s->proc->ew, *f;
 
-	s->ew = NULL;
+	s->proc->ew = NULL;
 	if (a && san_engine_call(unwatch_on_engine, a) < 0)
 		san_warn("fd %d: anchor watch not stopped", s->fd);
-	pthread_mutex_lock(&s->lock);
-	f = s->fw;
-	s->fw = NULL;
+	san_sock_lock(s);
+	f = s->proc->fw;
+	s->proc->fw = NULL;
 	pthread_mutex_unlock(&s->lock);
 	if (f && san_engine_call(unwatch_fin_on_engine, f) < 0)
 		san_warn("fd %d: DISCONNECT watch not stopped", s->fd);
@@ -1182,6 +1182,28 @@ static struct sock_watch *sock_watch(struct san_sock *s, int fd, int events,
 	return sw;
 }
 
+/*
+ * fork(), in the child: the engine watchers of a connection are the parent engine's, which did
+ * not come along; the child's copies of them are dropped (with their own dups of X or the TCP
+ * socket, which would keep those open for the child's whole life), and so are the references
+ * they held, or the child's sock would never be freed: its fds would stay open, and a slot a
+ * fork shared never let go. Single-threaded.
+ */
+void san_up_unwatch_child(struct san_sock *s)
+{
+	struct sock_watch *f = s->proc->fw, *m = s->proc->mw;
+
+	s->proc->refs -= !!s->proc->ew + !!f + !!m;
+	free(s->proc->ew);
+	if (f)
+		san_sys_close(f->w.fd);
+	if (m)
+		san_sys_close(m->w.fd);
+	free(f);
+	free(m);
+	s->proc->ew = s->proc->fw = s->proc->mw = NULL;
+}
+
 /* ---- the rest of a MARK the TCP send buffer had no room for ------------------------------ */
 
 /*
@@ -1196,7 +1218,7 @@ static void mark_writable(struct ev_loop *loop, ev_io *w, int revents)
 	struct san_sock *s = mw->s;
 	int r = 0;
 
-	pthread_mutex_lock(&s->lock);
+	san_sock_lock(s);
 	if (!s->err)
 		r = mark_write(s, w->fd, 0);
 	if (r == -EAGAIN) {
@@ -1206,7 +1228,7 @@ static void mark_writable(struct ev_loop *loop, ev_io *w, int revents)
 	if (r < 0)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
 	s->mark_due = false;
-	s->mw = NULL;
+	s->proc->mw = NULL;
 	pthread_mutex_unlock(&s->lock);
 	sock_watch_free(loop, mw);
 }
@@ -1214,11 +1236,11 @@ static void mark_writable(struct ev_loop *loop, ev_io *w, int revents)
 /* Lock held. The sock may be closing already: the watcher holds its own reference. */
 void san_up_watch_mark(struct san_sock *s)
 {
-	if (s->mw)
+	if (s->proc->mw)
 		return;
 	san_sock_hold(s);
-	s->mw = sock_watch(s, s->tcp, EV_WRITE, mark_writable);
-	if (!s->mw)
+	s->proc->mw = sock_watch(s, s->tcp, EV_WRITE, mark_writable);
+	if (!s->proc->mw)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_RESOURCES);
 }
 
@@ -1234,8 +1256,8 @@ static void fin_writable(struct ev_loop *loop, ev_io *w, int revents)
 	struct san_sock *s = f->s;
 	bool done;
 
-	pthread_mutex_lock(&s->lock);
-	if (s->fw != f) {
+	san_sock_lock(s);
+	if (s->proc->fw != f) {
 		/* san_up_unwatch took it: its queued call frees it */
 		pthread_mutex_unlock(&s->lock);
 		ev_io_stop(loop, w);
@@ -1244,14 +1266,14 @@ static void fin_writable(struct ev_loop *loop, ev_io *w, int revents)
 	san_sock_flush_fin(s);
 	if (s->fin_pending && !s->err && san_conn_tx_arm(s, SAN_HDR_LEN) == 1)
 		san_sock_flush_fin(s);
-	if (!s->swapped && !s->closing) {
+	if (!s->swapped && !s->proc->closing) {
 		/* the re-arm gives every muted registration its EPOLLOUT back, and EPOLLET an edge */
 		san_sock_tx_unmute(s, false);
 		san_sock_epoll_rearm(s);
 	}
 	done = !s->fin_pending || s->err;
 	if (done)
-		s->fw = NULL;
+		s->proc->fw = NULL;
 	pthread_mutex_unlock(&s->lock);
 	if (done)
 		sock_watch_free(loop, f);
@@ -1267,12 +1289,12 @@ void san_up_watch_tx(struct san_sock *s)
 {
 	struct san_sock *ref;
 
-	if (s->fw)
+	if (s->proc->fw)
 		return;
 	ref = san_sock_get(s->fd);
 	if (ref != s) {
 		san_sock_put(ref);
 		return;
 	}
-	s->fw = sock_watch(s, s->xfd, EV_WRITE, fin_writable);
+	s->proc->fw = sock_watch(s, s->xfd, EV_WRITE, fin_writable);
 }

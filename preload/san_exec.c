@@ -111,12 +111,22 @@ SAN_EXPORT pid_t _Fork(void)
 /*
  * The child gets the fd table as a memory copy, which is right: it holds
  * the same fds. Its hook runs from a pthread_atfork() child handler (see
- * san_real.c) so that forks libc makes itself (daemon()) run it too; this
- * wrapper only passes through.
+ * san_real.c) so that forks libc makes itself (daemon()) run it too. This
+ * wrapper only tells the engine what fork() returned: the parent handlers
+ * run after a failed fork too, and the connections they shared with no child
+ * must be the parent's alone again (san_core_fork_done).
  */
 SAN_EXPORT pid_t fork(void)
 {
-	return SAN_REAL(fork)();
+	pid_t r;
+	int e;
+
+	san_core_fork_begin();
+	r = SAN_REAL(fork)();
+	e = errno;
+	san_core_fork_done(r);
+	errno = e;
+	return r;
 }
 
 /*

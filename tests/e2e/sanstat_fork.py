@@ -9,13 +9,22 @@
 #                                             child holds a candidate, not a connection that a
 #                                             proposal refused before the fork left on TCP),
 #                                             then send 4 KiB and read the echo, every 20 ms
+#   sanstat_fork.py share-server PORTFILE PIDFILE
+#   sanstat_fork.py share-client PORT PIDFILE SECONDS
+#                                             the same, but both ends first exchange one-byte
+#                                             pings until each sees its fd switched, and the
+#                                             server's parent keeps its copy open (the fork
+#                                             shares a switched connection, engine.md §7.1)
+#                                             until the child has served it
 import os
 import socket
 import sys
 import time
 
+from sockx import ping_until_switched
 
-def server(portfile, pidfile):
+
+def server(portfile, pidfile, share=False):
     lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     lst.bind(("127.0.0.1", 0))
     lst.listen(1)
@@ -23,6 +32,9 @@ def server(portfile, pidfile):
         f.write("%d\n" % lst.getsockname()[1])
     os.rename(portfile + ".tmp", portfile)
     conn, _ = lst.accept()
+    if share:
+        if not ping_until_switched(conn, False):
+            sys.exit("the connection did not switch")
     pid = os.fork()
     if pid == 0:
         lst.close()
@@ -36,13 +48,18 @@ def server(portfile, pidfile):
             conn.sendall(data)
         conn.close()
         os._exit(0)
-    conn.close()
+    if not share:
+        conn.close()
     _, status = os.waitpid(pid, 0)
+    conn.close()
     sys.exit(0 if status == 0 else 1)
 
 
-def client(port, pidfile, seconds):
+def client(port, pidfile, seconds, share=False):
     s = socket.create_connection(("127.0.0.1", port))
+    if share:
+        if not ping_until_switched(s, True):
+            sys.exit("the connection did not switch")
     deadline = time.monotonic() + 10
     while not os.path.exists(pidfile):
         if time.monotonic() > deadline:
@@ -63,7 +80,8 @@ def client(port, pidfile, seconds):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "server":
-        server(sys.argv[2], sys.argv[3])
+    shared = sys.argv[1].startswith("share-")
+    if sys.argv[1].endswith("server"):
+        server(sys.argv[2], sys.argv[3], shared)
     else:
-        client(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]))
+        client(int(sys.argv[2]), sys.argv[3], float(sys.argv[4]), shared)

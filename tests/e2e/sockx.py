@@ -34,6 +34,30 @@ def unix_inodes():
     return out
 
 
+def ping_until_switched(c, first):
+    """Ping-pong one byte until both ends see their fd number swapped (switched: the
+    notification socket took it, so its /proc/self/fd link changed); each byte says whether its
+    sender has. False if the peer closed or it did not switch."""
+    def link():
+        return os.readlink("/proc/self/fd/%d" % c.fileno())
+
+    before = link()
+    for _ in range(2000):
+        mine = b"1" if link() != before else b"0"
+        if first:
+            c.sendall(mine)
+            got = c.recv(1)
+        else:
+            got = c.recv(1)
+            c.sendall(mine)
+        if not got:
+            return False
+        if mine == b"1" and got == b"1":
+            return True
+        time.sleep(0.002)
+    return False
+
+
 def payloads(seed, count, maxlen):
     rnd = random.Random(seed)
     for _ in range(count):

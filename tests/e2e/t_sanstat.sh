@@ -3,7 +3,8 @@
 # switched, its SAN bytes growing between two looks and never above what iperf3 says it moved; one
 # end preloaded, it is seen on tcp, fallback no_peer, its TCP bytes (the kernel's) growing; --json
 # parses with jq; -p, --port and --state filter; another user sees none of it; a forking server's
-# child shows the connection it serves, its parent not; a broken file is skipped with a note; bad
+# child shows the connection it serves, its parent not; a connection a fork shared is in each
+# process's own file, the child's bytes only in the child's; a broken file is skipped with a note; bad
 # options and an unknown pid are errors.
 # timeout: 120
 # shellcheck source=tests/e2e/lib.sh
@@ -201,6 +202,44 @@ look fkp --port "$SERVER_PORT"
 	{ show "$TMP/fkp.json"; fail "--port does not show the child's connection once"; }
 wait_pid "$CLI" 30 || { show "$TMP/fk.cli.err"; fail "the forking server's client failed"; }
 wait_pid "$SRV" 30 || { show "$TMP/fk.srv.err"; fail "the forking server failed"; }
+
+# ------------------------------------------------------------ a connection a fork shared
+# Switched before the fork, then shared (engine.md §7.1): the child serves it, the parent keeps its
+# copy open and moves nothing. Each process's slot is in its own file: the child's shows it
+# switched and growing, the parent's stays as it was (a child writing through the parent's slot
+# pointer would grow it).
+start_pf sh.srv pre "$PY" "$E2E_DIR/sanstat_fork.py" share-server '{PORTFILE}' "$TMP/sh.pid"
+SRV=$SERVER_PID
+spawn sh.cli pre "$PY" "$E2E_DIR/sanstat_fork.py" share-client "$SERVER_PORT" "$TMP/sh.pid" 4
+CLI=$SPAWN_PID
+for ((i = 0; i < 100; i++)); do
+	[ -s "$TMP/sh.pid" ] && break
+	sleep 0.05
+done
+CHILD=$(cat "$TMP/sh.pid" 2>/dev/null)
+[ -n "$CHILD" ] || fail "the sharing server's child did not start"
+wait_conn sh1 "$CHILD" ".local.port == $SERVER_PORT and .role == \"server\" and .san_rx_bytes > 0"
+c1=$CONN
+log "the child's shared connection: $c1"
+[ "$(jn "$c1" .state)/$(jn "$c1" .provider)" = switched/shm ] || fail "the child's shared connection: $c1"
+wait_conn shp1 "$SRV" ".local.port == $SERVER_PORT"
+p1=$CONN
+log "the parent's: $p1"
+[ "$(jn "$p1" .state)" = switched ] || fail "the parent's shared connection is not switched: $p1"
+sleep 1
+look sh2 -p "$CHILD"
+c2=$(conn "$TMP/sh2.json" "$CHILD" ".fd == $(jn "$c1" .fd) and .generation == $(jn "$c1" .generation)")
+[ -n "$c2" ] || { show "$TMP/sh2.json"; fail "the child's shared connection is gone at the second look"; }
+[ "$(jn "$c2" .san_rx_bytes)" -gt "$(jn "$c1" .san_rx_bytes)" ] ||
+	fail "the child's shared connection did not receive more: $c1 then $c2"
+look shp2 -p "$SRV"
+p2=$(conn "$TMP/shp2.json" "$SRV" ".fd == $(jn "$p1" .fd) and .generation == $(jn "$p1" .generation)")
+[ -n "$p2" ] || { show "$TMP/shp2.json"; fail "the parent's shared connection is gone at the second look"; }
+bytes='[.san_tx_bytes, .san_rx_bytes, .tcp_tx_bytes, .tcp_rx_bytes]'
+[ "$(jn "$p2" "$bytes | tostring")" = "$(jn "$p1" "$bytes | tostring")" ] ||
+	fail "the parent's slot counted the child's bytes: $p1 then $p2"
+wait_pid "$CLI" 30 || { show "$TMP/sh.cli.err"; fail "the sharing server's client failed"; }
+wait_pid "$SRV" 30 || { show "$TMP/sh.srv.err"; fail "the sharing server failed"; }
 
 # ------------------------------------------------------------ broken files, bad options
 mkdir "$TMP/shm"

@@ -19,6 +19,7 @@
 	X(ahead)           \
 	X(bulk)            \
 	X(stage)           \
+	X(slab)            \
 	X(regcache)        \
 	X(memhook)         \
 	X(vpool)           \
