@@ -285,8 +285,8 @@ start_listener() {
 }
 
 # start_pf NAME MODE CMD... — start a server that writes its port to a file once listening: every
-# literal {PORTFILE} in CMD is replaced by the file's path. Waits (bounded) for the port; sets
-# SERVER_PORT and SERVER_PID.
+# literal {PORTFILE} in CMD is replaced by the file's path. Waits (bounded: PF_WAIT seconds, 15
+# unless set) for the port; sets SERVER_PORT and SERVER_PID.
 start_pf() {
 	local name=$1 mode=$2 pf end a
 	shift 2
@@ -295,7 +295,7 @@ start_pf() {
 	local -a cmd=()
 	for a in "$@"; do cmd+=("${a//\{PORTFILE\}/$pf}"); done
 	spawn "$name" "$mode" "${cmd[@]}"
-	end=$(($(date +%s) + 15))
+	end=$(($(date +%s) + ${PF_WAIT:-15}))
 	until [ -s "$pf" ]; do
 		if ! alive "$SPAWN_PID" || [ "$(date +%s)" -ge "$end" ]; then
 			stop "$SPAWN_PID"

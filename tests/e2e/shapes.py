@@ -26,6 +26,10 @@ receives the listener over a UNIX socket, SCM_RIGHTS; the parent closes its copy
 (the parent accepts each connection and hands it over SCM_RIGHTS to an exec'd program that
 serves it, keeping its own copy open: such a connection must stay TCP, since the process that
 would answer a proposal is not the one that reads it).
+Environment: SHAPES_HOST, the address to listen on and connect to (127.0.0.1: the rxe tests
+give the Soft-RoCE device's); SHAPES_WAIT, how a worker of "workers" waits for a connection:
+select (the default: select() on the nonblocking listener), epoll (epoll_wait() on it) or block
+(a blocking accept(); the parent ends it with SIGUSR1 once every connection is served).
 Each request is a 8-byte length and the bytes; the reply is the bytes reversed; a connection is
 served until the client closes it. The client prints one line per connection: "conn I ok
 first_ms=T" (T: connect to the first whole reply), or exits 1 at the first wrong byte. Every
@@ -33,12 +37,16 @@ process prints "# pid P role" so that the test can pick its stats line.
 """
 import os
 import select
+import signal
 import socket
 import struct
 import subprocess
 import sys
 import threading
 import time
+
+HOST = os.environ.get("SHAPES_HOST", "127.0.0.1")
+WAIT = os.environ.get("SHAPES_WAIT", "select")
 
 
 def recv_exact(s, n):
@@ -78,7 +86,7 @@ def listener(port=0, reuseport=False):
     lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if reuseport:
         lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    lst.bind(("127.0.0.1", port))
+    lst.bind((HOST, port))
     lst.listen(64)
     return lst
 
@@ -270,16 +278,32 @@ def server(shape, portfile, conns):
                     if shape == "reuseport":
                         lst.close()  # else it stays in the group, taking connections
                         mine = listener(port, True)
-                    mine.setblocking(False)
+                    if WAIT == "block":
+                        # ended by the parent's SIGUSR1 once all is served (out of accept())
+                        signal.signal(signal.SIGUSR1, lambda *_: sys.exit(0))
+                    else:
+                        mine.setblocking(False)
+                    ep = None
+                    if WAIT == "epoll":
+                        ep = select.epoll()
+                        ep.register(mine.fileno(), select.EPOLLIN)
+                        ep.register(stop_r, select.EPOLLIN)
                     os.write(ready_w, b"r")
                     while True:
-                        rd, _, _ = select.select([mine, stop_r], [], [])
-                        if stop_r in rd:
-                            sys.exit(0)
-                        try:
+                        if WAIT == "block":
                             c, _ = mine.accept()
-                        except BlockingIOError:
-                            continue  # the other worker took it
+                        else:
+                            if ep:
+                                rd = [fd for fd, _ in ep.poll()]
+                                rd = [stop_r if fd == stop_r else mine for fd in rd]
+                            else:
+                                rd, _, _ = select.select([mine, stop_r], [], [])
+                            if stop_r in rd:
+                                sys.exit(0)
+                            try:
+                                c, _ = mine.accept()
+                            except BlockingIOError:
+                                continue  # the other worker took it
                         c.setblocking(True)
                         serve_one(c)
                         os.write(w, b"x")
@@ -300,6 +324,9 @@ def server(shape, portfile, conns):
                 break
             served += len(d)
         os.close(stop_w)
+        if WAIT == "block":
+            for pid in kids:
+                os.kill(pid, signal.SIGUSR1)
         bad = 0
         for pid in kids:
             bad |= os.waitpid(pid, 0)[1]
@@ -314,7 +341,7 @@ def client(port, conns, size, reqs, chunk=0, fork=0):
     worst = 0.0
     for i in range(conns):
         t0 = time.monotonic()
-        s = socket.create_connection(("127.0.0.1", port))
+        s = socket.create_connection((HOST, port))
         if not fork:
             ms = talk(i, s, size, reqs, chunk, data, t0)
         else:

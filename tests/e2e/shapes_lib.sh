@@ -21,3 +21,22 @@ shapes_run() {
 	RUN_WORST=$(sed -n 's/^client ok conns=[0-9]* worst_ms=\([0-9]*\)\..*/\1/p' "$TMP/$name.cli.out")
 	[ -n "$RUN_WORST" ] || { show "$TMP/$name.cli.out"; fail "$name: no 'client ok' line"; }
 }
+
+# role_lines NAME ROLE — the stats lines of the processes that printed "# pid P ROLE".
+role_lines() {
+	local pid f
+	for f in "$TMP/$1.cli.out" "$TMP/$1.srv.out"; do
+		for pid in $(sed -n "s/^# pid \([0-9]*\) $2\$/\1/p" "$f"); do
+			pid_line "${f%.out}.err" "$pid" || return 1
+		done
+	done
+}
+
+# sum NAME ROLE FIELD — FIELD summed over the stats lines of ROLE's processes.
+sum() {
+	local l t=0
+	while IFS= read -r l; do
+		t=$((t + $(field "$l" "$3")))
+	done < <(role_lines "$1" "$2")
+	echo "$t"
+}

@@ -55,25 +55,6 @@ run() { # SHAPE MODE(pre|none) SIZE [BASE_MS] (clientfork: the single server, th
 		{ show "$TMP/$1.$2.$3.cli.out"; fail "$1.$2.$3: a first request took $RUN_WORST ms (limit $limit)"; }
 }
 
-# role_lines NAME ROLE — the stats lines of the processes that printed "# pid P ROLE".
-role_lines() {
-	local pid f
-	for f in "$TMP/$1.cli.out" "$TMP/$1.srv.out"; do
-		for pid in $(sed -n "s/^# pid \([0-9]*\) $2\$/\1/p" "$f"); do
-			pid_line "${f%.out}.err" "$pid" || return 1
-		done
-	done
-}
-
-# sum NAME ROLE FIELD — FIELD summed over the stats lines of ROLE's processes.
-sum() {
-	local l t=0
-	while IFS= read -r l; do
-		t=$((t + $(field "$l" "$3")))
-	done < <(role_lines "$1" "$2")
-	echo "$t"
-}
-
 for size in 10 300000; do
 	for shape in single dup thread workers reuseport activated passed fork clientfork forkhelper \
 		inetd inetdspawn; do
