@@ -82,6 +82,13 @@ void san_prov_unlisten(int lfd)
 			providers[i]->unlisten(lfd);
 }
 
+void san_prov_name_conn(struct san_sock *s)
+{
+	for (size_t i = 0; i < NPROV; i++)
+		if (allowed(providers[i]) && providers[i]->name_conn)
+			providers[i]->name_conn(s);
+}
+
 void san_prov_verbs_spin(void) __attribute__((weak));
 void san_prov_verbs_exit(void) __attribute__((weak));
 

@@ -30,6 +30,13 @@ struct san_prov_ops {
 	/* fork() child: forget the parent's listeners (no engine runs them here). */
 	void (*atfork_child)(void);
 	/*
+	 * Optional. B, at the first data call or wait on a connection in a process that may not be
+	 * the one its PROPOSE reaches (a worker that accepted on its parent's listener, a fork
+	 * child serving what its parent accepted): make this process reachable for it (verbs: its
+	 * own rdma_cm listener, named in the family's table, san_vredir.h). Lock held.
+	 */
+	void (*name_conn)(struct san_sock *s);
+	/*
 	 * A: propose the upgrade of s and run the handshake to commit, or fall back. Lock held.
 	 * Returns SAN_PROV_NO_PEER, with s untouched, when nobody answers on this provider's side
 	 * channel (the peer is not on this host for shm, has no RDMA listener for verbs): the
@@ -133,6 +140,8 @@ bool san_prov_remote(void);
 void san_prov_listen(int lfd);
 void san_prov_unlisten(int lfd);
 void san_prov_atfork_child(void);
+/* B's first touch of s in this process: every allowed provider's name_conn. Lock held. */
+void san_prov_name_conn(struct san_sock *s);
 /*
  * A wait (poll, select, epoll, a blocking call) spins: providers whose arrivals need another
  * thread's work to show on X (verbs: the engine thread's CQ polling) do that work now, for

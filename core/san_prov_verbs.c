@@ -28,6 +28,7 @@
 #include "core/san_log.h"
 #include "core/san_memhook.h"
 #include "core/san_owner.h"
+#include "core/san_vredir.h"
 #include "core/san_prov.h"
 #include "core/san_regcache.h"
 #include "core/san_sock.h"
@@ -74,6 +75,8 @@
 #define V_SWITCH_S 5.0	   /* B: ESTABLISHED and A's SWITCH after its accept */
 #define V_LINGER_S 2.0	   /* a listener outlives its TCP listener (as shm's side channel) */
 #define V_B_TRIES 100	   /* x 5 ms: a PROPOSE that came before the application's accept() */
+#define V_B_FORK_TRIES 400 /* ... in a process that forked: until a worker or child names it
+			    * (san_vredir.h), within A's V_CONNECT_MS */
 #define V_END_S 2.0	   /* a reset connection's ABORT has this long to go out */
 #define V_MIB (1u << 20)
 #define V_BULK V_MIB	   /* bulk area per direction (our regions; our mirror of the peer's)
@@ -119,7 +122,7 @@ struct v_accept {
 struct v_reject {
 	uint32_t magic;
 	uint16_t reason; /* enum san_reason */
-	uint16_t rsvd;
+	uint16_t port;	 /* NOT_OWNER: where the connection is served (0: nowhere known) */
 };
 _Static_assert(sizeof(struct v_propose) == SAN_VERBS_PDATA_CONNECT &&
 		       sizeof(struct v_accept) == 24 && sizeof(struct v_reject) == 8,
@@ -1808,6 +1811,15 @@ static int a_wait_credit(struct vconn *v, int ms)
 	return 0;
 }
 
+/* A REJECT that names the port where another process of B's serves the connection. */
+static bool redirected(const struct v_accept *acc, size_t alen)
+{
+	const struct v_reject *rj = (const struct v_reject *)acc;
+
+	return alen >= sizeof(*rj) && be32toh(rj->magic) == V_REJECT_MAGIC &&
+	       be16toh(rj->reason) == SAN_R_NOT_OWNER && rj->port;
+}
+
 static int v_propose(struct san_sock *s)
 {
 	struct v_propose pp = { 0 };
@@ -1850,6 +1862,15 @@ static int v_propose(struct san_sock *s)
 	san_fd_guard_enter();
 	r = san_verbs_connect(host, s->tuple.peer.port, &v_params, &pp, sizeof(pp), V_CONNECT_MS,
 			      &c, &acc, &alen);
+	if (r == -ECONNREFUSED && redirected(&acc, alen)) {
+		/* another process of B's serves it (a worker, a fork child): once, there */
+		uint16_t port = be16toh(((struct v_reject *)&acc)->port);
+
+		san_debug("fd %d: verbs: the listener sends us to port %u", s->fd, (unsigned)port);
+		alen = sizeof(acc);
+		r = san_verbs_connect(host, port, &v_params, &pp, sizeof(pp), V_CONNECT_MS, &c,
+				      &acc, &alen);
+	}
 	san_fd_guard_leave();
 	if (r < 0) {
 		v_free(v);
@@ -1974,6 +1995,20 @@ static void b_reject(struct san_verbs_request *rq, uint16_t reason)
 	san_verbs_request_reject(rq, &rj, sizeof(rj));
 }
 
+/*
+ * Another process of our family serves the connection on rdma_cm @port (san_vredir.h): A is
+ * sent there, by a NOT_OWNER that names the port (an older A reads a plain NOT_OWNER).
+ */
+static void b_redirect(struct san_verbs_request *rq, uint16_t port)
+{
+	struct v_reject rj = { .magic = htobe32(V_REJECT_MAGIC),
+			       .reason = htobe16(SAN_R_NOT_OWNER),
+			       .port = htobe16(port) };
+
+	san_debug("verbs: PROPOSE sent to port %u, where its connection is served", (unsigned)port);
+	san_verbs_request_reject(rq, &rj, sizeof(rj));
+}
+
 /* A's SWITCH: B commits at once (SWITCH back, MARK, HELLO) and drains to X_A. Lock held. */
 static void b_commit(struct vconn *v, uint64_t offset)
 {
@@ -2092,6 +2127,8 @@ static void b_try(struct v_req *q)
 	struct san_tuple t = { 0 };
 	struct san_sock *s;
 	unsigned int gen;
+	uint16_t port;
+	bool away;
 	int held;
 
 	memcpy(t.local.addr, q->pp.dst, 16);
@@ -2103,11 +2140,21 @@ static void b_try(struct v_req *q)
 	/* ... or, a fork having copied it, until the other process has closed its copy */
 	held = s ? san_sock_forked_alone(s) : 0;
 	/*
-	 * A fork copied it and this process has not touched it since (san_sock.h): an accept,
-	 * fork and close hands it to a child, which has no verbs listener to answer for it (a
-	 * limit: docs/verbs.md). Never switched here, then: it would be the child's stream.
+	 * Not ours to answer, or not yet: not accepted here (a worker accepted it on our
+	 * listener), held by another process too, or not touched since its accept or the fork
+	 * (san_sock.h: an accept, fork and close hands it to a child). The process that serves
+	 * it names it in the family's table at its first touch, with an rdma_cm listener of its
+	 * own: A goes there. Until one does, or this process touches it, look again.
 	 */
-	if ((!s || held == -EBUSY) && ++q->tries < V_B_TRIES) {
+	away = !s || held == -EBUSY || !s->touched;
+	port = away ? san_vredir_find(&t) : 0;
+	if (port) {
+		b_redirect(q->rq, port);
+		san_sock_put(s);
+		b_req_free(q);
+		return;
+	}
+	if (away && ++q->tries < (gen ? V_B_FORK_TRIES : V_B_TRIES)) {
 		san_sock_put(s);
 		ev_timer_set(&q->retry, 0.005, 0.);
 		ev_timer_start(san_engine_loop(), &q->retry);
@@ -2369,6 +2416,8 @@ static int v_listen(int lfd)
 		}
 		return r;
 	}
+	/* before any fork: the workers and children name their connections there (v_name_conn) */
+	(void)san_vredir_init();
 	vl->lfd = lfd;
 	ev_io_init(&vl->w, vl_read, san_verbs_listener_fd(vl->l), EV_READ);
 	vl->w.data = vl;
@@ -2414,6 +2463,114 @@ static void v_unlisten(int lfd)
 	}
 }
 
+/* ---- B in a worker or a fork child: a listener of its own ---------------------------------- */
+
+static struct v_listener *vown; /* this process's own listeners, one per address (vl_lock) */
+
+/* Does one of this process's listeners get the PROPOSEs for connections to @a? */
+static bool v_serves(const struct san_addr *a)
+{
+	bool r = false;
+
+	pthread_mutex_lock(&vl_lock);
+	for (struct v_listener *vl = vlisteners; vl && !r; vl = vl->next) {
+		uint8_t at[16];
+
+		r = addr16(&vl->ss, at) &&
+		    ntohs(vl->ss.ss_family == AF_INET ?
+				  ((const struct sockaddr_in *)&vl->ss)->sin_port :
+				  ((const struct sockaddr_in6 *)&vl->ss)->sin6_port) == a->port &&
+		    (!memcmp(at, a->addr, 16) || !memcmp(at, in6addr_any.s6_addr, 16) ||
+		     !memcmp(at + 10, "\xff\xff\0\0\0\0", 6));
+	}
+	pthread_mutex_unlock(&vl_lock);
+	return r;
+}
+
+/*
+ * This process's own rdma_cm listener on address @a (a free port, kept for the process's
+ * life: the connections of one worker come and go): its port, or 0. Made at the first need.
+ */
+static uint16_t v_own_port(const struct san_addr *a)
+{
+	char host[INET6_ADDRSTRLEN];
+	struct v_listener *vl;
+	uint8_t at[16];
+	uint16_t port = 0;
+	int r;
+
+	pthread_mutex_lock(&vl_lock);
+	for (vl = vown; vl; vl = vl->next)
+		if (addr16(&vl->ss, at) && !memcmp(at, a->addr, 16)) {
+			port = san_verbs_listener_port(vl->l);
+			break;
+		}
+	pthread_mutex_unlock(&vl_lock);
+	if (vl)
+		return port;
+	vl = calloc(1, sizeof(*vl));
+	if (!vl)
+		return 0;
+	addr_str(a, host, sizeof(host));
+	san_fd_guard_enter();
+	r = san_verbs_listen(host, 0, &v_params, &vl->l);
+	san_fd_guard_leave();
+	port = r < 0 ? 0 : san_verbs_listener_port(vl->l);
+	if (!port) {
+		san_info("verbs: no listener of this process's own on %s (%s): connections it "
+			 "did not accept itself stay on TCP", host, r < 0 ? strerror(-r) : "no port");
+		san_verbs_listener_close(vl->l);
+		free(vl);
+		return 0;
+	}
+	vl->lfd = -1;
+	if (san_addr_is_v4(a)) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&vl->ss;
+
+		in->sin_family = AF_INET;
+		memcpy(&in->sin_addr, a->addr + 12, 4);
+		in->sin_port = htons(port);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&vl->ss;
+
+		in6->sin6_family = AF_INET6;
+		memcpy(&in6->sin6_addr, a->addr, 16);
+		in6->sin6_port = htons(port);
+	}
+	ev_io_init(&vl->w, vl_read, san_verbs_listener_fd(vl->l), EV_READ);
+	vl->w.data = vl;
+	if (san_engine_call(vl_start, vl) < 0) {
+		san_verbs_listener_close(vl->l);
+		free(vl);
+		return 0;
+	}
+	pthread_mutex_lock(&vl_lock);
+	vl->next = vown;
+	vown = vl;
+	pthread_mutex_unlock(&vl_lock);
+	san_debug("verbs: this process's own listener on %s port %u", host, (unsigned)port);
+	return port;
+}
+
+/*
+ * B's first touch of s here. A PROPOSE goes to the listener of the process that called
+ * listen(): when that is not this one (a worker accepting on its parent's listener; a fork
+ * child serving what its parent accepted), this process listens on a port of its own and
+ * names the connection in the family's table, where that listener finds it (b_try).
+ */
+static void v_name_conn(struct san_sock *s)
+{
+	uint16_t port;
+
+	if (v_absent || !san_vredir_ready() || !san_sock_tuple(s) || v_serves(&s->tuple.local))
+		return;
+	port = v_own_port(&s->tuple.local);
+	if (port && san_vredir_put(&s->tuple, port) == 0) {
+		s->proc->vnamed = true;
+		san_debug("fd %d: verbs: served here, on port %u", s->fd, (unsigned)port);
+	}
+}
+
 /* fork() child: the parent's listeners are the parent's (their CM state is not ours). */
 static void v_atfork_child(void)
 {
@@ -2434,8 +2591,8 @@ static void v_atfork_child(void)
 	/* (the orphans are never freed here, and this process has pinned nothing yet) */
 	atomic_store(&area_extra, 0);
 	atomic_store(&rc_pinned, 0);
-	vlisteners = vlinger = NULL; /* leaked in the child on purpose: closing would touch the
-				      * parent's */
+	vlisteners = vlinger = vown = NULL; /* leaked in the child on purpose: closing would
+					     * touch the parent's */
 }
 
 const struct san_prov_ops san_prov_verbs = {
@@ -2444,6 +2601,7 @@ const struct san_prov_ops san_prov_verbs = {
 	.listen = v_listen,
 	.unlisten = v_unlisten,
 	.atfork_child = v_atfork_child,
+	.name_conn = v_name_conn,
 	.propose = v_propose,
 	.ring_peer = v_ring_peer,
 	.wake_producer = v_wake_producer,

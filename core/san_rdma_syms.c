@@ -67,6 +67,8 @@ static bool get_cm(void *h, const char **missing)
 }
 #undef SAN_RDMA_GET
 
+static pid_t load_pid; /* the process that loaded it */
+
 static void load_once(void)
 {
 	const char *why = NULL, *missing = NULL;
@@ -98,7 +100,13 @@ static void load_once(void)
 		return;
 	}
 	san_debug("verbs: rdma-core loaded (libibverbs.so.1, librdmacm.so.1)");
+	load_pid = getpid();
 	load_rc = 0;
+}
+
+bool san_rdma_inherited(void)
+{
+	return load_rc == 0 && load_pid != getpid();
 }
 
 int san_rdma_load(void)

@@ -36,6 +36,7 @@
 	X(ibv_get_device_name, "IBVERBS_1.1")      \
 	X(ibv_is_fork_initialized, "IBVERBS_1.13") \
 	X(ibv_modify_qp, "IBVERBS_1.1")            \
+	X(ibv_open_device, "IBVERBS_1.1")          \
 	X(ibv_query_device, "IBVERBS_1.1")         \
 	X(ibv_query_port, "IBVERBS_1.1")           \
 	X(ibv_reg_mr, "IBVERBS_1.1")               \
@@ -69,6 +70,12 @@ struct san_rdma_syms {
 	SAN_RDMA_CM_SYMS(SAN_RDMA_MEMBER)
 };
 #undef SAN_RDMA_MEMBER
+
+/*
+ * Was rdma-core loaded by another process, an ancestor before a fork()? Its device contexts,
+ * which librdmacm opens once and keeps, may then be that process's (san_verbs.c, own_ctx).
+ */
+bool san_rdma_inherited(void);
 
 /* Filled by the first successful san_rdma_load(); read-only after it. */
 extern struct san_rdma_syms san_rdma;

@@ -23,6 +23,7 @@
 #include "core/san_stats.h"
 #include "core/san_stats_conn.h"
 #include "core/san_sys.h"
+#include "core/san_vredir.h"
 #include "proto/san_msg.h"
 #include "proto/san_upgrade.h"
 
@@ -228,6 +229,8 @@ static void sock_free(struct san_sock *s)
 	bool others;
 
 	san_up_unname(s);
+	if (s->proc->vnamed)
+		san_vredir_drop(&s->tuple);
 	if (s->side >= 0)
 		san_sys_close(s->side);
 	if (s->xfd >= 0 && !s->swapped)
@@ -1625,8 +1628,10 @@ static void sock_before_io(struct san_sock *s, bool send)
 			san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
 		else if (!s->proc->name_decided && b_peer_shm(s))
 			san_up_name_conn(s);
-		else
+		else if (!s->proc->name_decided) {
 			s->proc->name_decided = true;
+			san_prov_name_conn(s); /* (verbs: a listener of this process's own) */
+		}
 	}
 }
 

@@ -76,6 +76,7 @@ struct san_sock_proc {
 				* (direct grant, direct read) are the parent's threads' */
 	struct conn_name *named; /* B: the connection's own side-channel name (san_up_name_conn) */
 	bool name_decided;	 /* B: named, or not to be named, in this process */
+	bool vnamed;		 /* B: in the family's verbs table (san_vredir.h) for this process */
 	void *mw;		 /* engine watcher writing the MARK's rest (san_up_watch_mark) */
 	void *fw;		 /* engine watcher for ring space (pending DISCONNECT, EPOLLOUT) */
 	void *ew;		 /* engine watcher of the anchor (engine thread only) */

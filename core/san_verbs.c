@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -283,16 +284,64 @@ static int post_recv(struct san_verbs_conn *c, uint32_t idx)
 	return rc ? -rc : 0;
 }
 
+/*
+ * A fork child may not use a device context its parent opened: the kernel refuses write() on
+ * a uverbs file opened under other credentials (ib_safe_file_access; a child's are a copy of
+ * its parent's, not the same), and rxe rings its send doorbell by write() ("ibv_post_send
+ * failed" at the first SEND). librdmacm opens a device's context once and keeps it for every
+ * id of the process, so in a process that inherited rdma-core (a worker, a fork child of a
+ * process that listened), each device gets a context of this process's own, opened here once,
+ * and each id's QP is made on it (rdma_create_qp takes the id's context; the CM itself needs
+ * none). NULL if none can be opened.
+ */
+#define OWN_CTX_MAX 8
+static struct {
+	pid_t pid;
+	struct ibv_device *dev;
+	struct ibv_context *ctx;
+} own_ctxs[OWN_CTX_MAX];
+static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct ibv_context *own_ctx(struct ibv_context *cm)
+{
+	struct ibv_context *r = NULL;
+	pid_t me = getpid();
+	int i, slot = -1;
+
+	if (!san_rdma_inherited())
+		return cm;
+	pthread_mutex_lock(&own_lock);
+	for (i = 0; i < OWN_CTX_MAX && !r; i++) {
+		if (own_ctxs[i].pid == me && own_ctxs[i].dev == cm->device)
+			r = own_ctxs[i].ctx;
+		else if (own_ctxs[i].pid != me && slot < 0)
+			slot = i; /* (an ancestor's entry: its context is not ours either) */
+	}
+	if (!r && slot >= 0) {
+		r = san_rdma.ibv_open_device(cm->device);
+		if (r) {
+			own_ctxs[slot].pid = me;
+			own_ctxs[slot].dev = cm->device;
+			own_ctxs[slot].ctx = r;
+			san_debug("verbs: a device context of this process's own (%s): rdma-core "
+				  "was loaded before a fork", san_rdma.ibv_get_device_name(cm->device));
+		}
+	}
+	pthread_mutex_unlock(&own_lock);
+	return r;
+}
+
 /* PD, completion channel, CQ, QP, the registered slot area; all receives posted. */
 static int conn_setup(struct san_verbs_conn *c, struct rdma_cm_id *id)
 {
-	struct ibv_context *ctx = id->verbs;
+	struct ibv_context *ctx = id->verbs ? own_ctx(id->verbs) : NULL;
 	uint32_t nslots = c->p.nrecv + c->p.nsend;
 	struct ibv_qp_init_attr qa;
 	int rc;
 
 	if (!ctx)
 		return -ENODEV;
+	id->verbs = ctx; /* (rdma_create_qp makes the QP on the id's context) */
 	c->id = id;
 	id->context = c;
 	c->slot_size = ((size_t)SAN_VERBS_HDR + c->p.max_msg + 63) & ~(size_t)63;
@@ -1147,6 +1196,17 @@ fail:
 int san_verbs_listener_fd(const struct san_verbs_listener *l)
 {
 	return l && l->ech ? l->ech->fd : -EBADF;
+}
+
+uint16_t san_verbs_listener_port(const struct san_verbs_listener *l)
+{
+	const struct sockaddr *sa = l && l->id ? &l->id->route.addr.src_addr : NULL;
+
+	if (sa && sa->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	if (sa && sa->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	return 0;
 }
 
 struct san_verbs_request {

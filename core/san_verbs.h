@@ -73,6 +73,8 @@ int san_verbs_listen(const char *addr, uint16_t port, const struct san_verbs_par
 
 /* The listener's event-channel fd (O_NONBLOCK): readable when a connect request may wait. */
 int san_verbs_listener_fd(const struct san_verbs_listener *l);
+/* The port it is bound to (one asked for as 0 gets a free one), host order; 0 if unknown. */
+uint16_t san_verbs_listener_port(const struct san_verbs_listener *l);
 
 /*
  * Take the next connect request within @timeout_ms (< 0: no limit; 0: only one already waiting):

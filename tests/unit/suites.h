@@ -30,6 +30,7 @@
 	X(fdtable)          \
 	X(owner)            \
 	X(forked)           \
+	X(vredir)           \
 	X(sidechan)         \
 	X(log)              \
 	X(config)           \
