@@ -2144,9 +2144,13 @@ static void b_try(struct v_req *q)
 	 * listener), held by another process too, or not touched since its accept or the fork
 	 * (san_sock.h: an accept, fork and close hands it to a child). The process that serves
 	 * it names it in the family's table at its first touch, with an rdma_cm listener of its
-	 * own: A goes there. Until one does, or this process touches it, look again.
+	 * own: A goes there. Until one does, or this process touches it, look again. (Untouched
+	 * and never forked: only in a process that has forked before, a pre-fork server, whose
+	 * next fork may hand it to a child; one that never forks takes it at once, as shm takes
+	 * A's last proposal, protocol.md §9.8: a server that accepts and reads late, or never
+	 * first, would hold A's first data call.)
 	 */
-	away = !s || held == -EBUSY || !s->touched;
+	away = !s || held == -EBUSY || (!s->touched && (s->forked || gen));
 	port = away ? san_vredir_find(&t) : 0;
 	if (port) {
 		b_redirect(q->rq, port);
@@ -2154,7 +2158,7 @@ static void b_try(struct v_req *q)
 		b_req_free(q);
 		return;
 	}
-	if (away && ++q->tries < (gen ? V_B_FORK_TRIES : V_B_TRIES)) {
+	if (away && ++q->tries < (gen && (!s || s->forked) ? V_B_FORK_TRIES : V_B_TRIES)) {
 		san_sock_put(s);
 		ev_timer_set(&q->retry, 0.005, 0.);
 		ev_timer_start(san_engine_loop(), &q->retry);
