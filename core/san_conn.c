@@ -8,6 +8,7 @@
 #include "core/san_config.h"
 #include "core/san_log.h"
 #include "core/san_owner.h"
+#include "core/san_rxwatch.h"
 #include "core/san_shm_cma.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
@@ -17,6 +18,7 @@
 #include "proto/san_frame.h"
 #include "proto/san_msg.h"
 #include "proto/san_upgrade.h"
+#include "proto/san_wire.h"
 
 /*
  * Largest DATA payload per frame. Bigger frames mean fewer seals per byte; the ring must hold
@@ -51,6 +53,7 @@ static void ring_self(struct san_sock *s)
 	if (s->ylocal < 0)
 		return;
 	san_sock_ring_self(s);
+	san_rxwatch_quiet_end(s);
 	s->rxr.bells_due++;
 	s->rxr.bells_self++;
 }
@@ -1620,8 +1623,20 @@ static void rx_take_bells(struct san_sock *s)
 	 * for the owed doorbells to land (microseconds: the peer is between two instructions
 	 * and a system call) and take them off too; bounded (SAN_CONN_BELL_WAITS).
 	 */
+	san_rxwatch_quiet_end(s);
 	san_shm_ring_cons_unarm(c);
 	san_shm_ring_cons_bells_drained(c);
+	/*
+	 * Nothing owed: X holds no doorbell, so no system call. On shm every doorbell is rung
+	 * by a producer that took our flag (counted in bells_due by the unarm above, or by the
+	 * arm that found data), or by ourselves (ring_self counts it too), unless the consumer
+	 * asked for one per commit (want_edges: those take no flag, so only the drain knows).
+	 * A request/response connection whose waits watch its ring (core/san_rxwatch.h) has
+	 * its flag down while the peer commits: no doorbell, and no receive here (there were
+	 * two per request, a doorbell and an EAGAIN).
+	 */
+	if (!c->bells_due && !s->want_edges && s->prov && s->prov->wire == SAN_PROV_SHM)
+		return;
 	/*
 	 * Given up: at worst, one spurious wake-up later. The flag is in memory the peer can
 	 * write: one that keeps clearing it would make every wait here run out, so after
@@ -1672,6 +1687,22 @@ int san_conn_rx_arm(struct san_sock *s)
 		return 1;
 	}
 	return r < 0 ? 1 : 0;
+}
+
+/*
+ * The same, for a wait that watches the ring itself (core/san_rxwatch.c): data found is the
+ * caller's to report, so X is not rung for it (the flag stays down until the application reads
+ * the ring empty). 1: data or the end of the stream; 0: armed.
+ */
+int san_conn_rx_arm_quiet(struct san_sock *s)
+{
+	int r;
+
+	if (s->err || s->peer_fin || s->anchor_dead)
+		return 1;
+	rx_take_bells(s);
+	r = san_shm_ring_cons_arm(&s->rxr);
+	return r != 0;
 }
 
 /*

@@ -1,7 +1,10 @@
 /* preload — wrappers: waiting for readiness (poll, select, epoll). */
 #include "preload/san_preload.h"
 #include "core/san_epoll_early.h"
+#include "core/san_epshadow.h"
+#include "core/san_rxwatch.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,21 +15,6 @@
  * first polls without sleeping for SANSWITCH_SPIN_US, because the peer is on this host and
  * usually answers within that time; with none, every wait is one load and one branch.
  */
-
-/* Run CALL (an expression with timeout 0) until it reports something or the spin ends. */
-#define SAN_SPIN(timeout_ms, call)                                           \
-	do {                                                                 \
-		if (unlikely(san_any_switched())) {                          \
-			uint64_t san_until_ = san_route_spin_until(timeout_ms); \
-			for (int san_n_ = 1; san_route_spinning(san_until_); san_n_++) { \
-				int san_r_ = (call);                         \
-				if (san_r_ != 0) {                           \
-					san_route_spin_found(san_until_, san_n_, san_r_); \
-					return san_r_;                       \
-				}                                            \
-			}                                                    \
-		}                                                            \
-	} while (0)
 
 static int ts_ms(const struct timespec *t)
 {
@@ -176,6 +164,11 @@ static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 		while (r == 0 && san_route_spinning(until) && ++n)
 			r = pcall_real(c, x.f, x.n, true, chk);
 		san_route_spin_found(until, n, r);
+	}
+	if (r == 0 && c->ms != 0 && san_rxwatch_any_quiet()) {
+		/* connections whose flag a receive or a wait left down: X rung if data came */
+		san_rxwatch_announce();
+		r = pcall_real(c, x.f, x.n, true, chk);
 	}
 	if (r == 0)
 		r = pcall_real(c, x.f, x.n, false, chk);
@@ -358,6 +351,8 @@ SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds
 			sets_restore(&saved, nfds, rfds, wfds, efds);
 		}
 	}
+	if (unlikely(san_rxwatch_any_quiet()) && (!timeout || timeout->tv_sec || timeout->tv_usec))
+		san_rxwatch_announce(); /* as in poll_common */
 	return SAN_REAL(select)(nfds, rfds, wfds, efds, timeout);
 }
 
@@ -389,6 +384,8 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 			sets_restore(&saved, nfds, rfds, wfds, efds);
 		}
 	}
+	if (unlikely(san_rxwatch_any_quiet()) && ts_ms(timeout) != 0)
+		san_rxwatch_announce(); /* as in poll_common */
 	return SAN_REAL(pselect)(nfds, rfds, wfds, efds, timeout, sigmask);
 }
 
@@ -425,53 +422,254 @@ SAN_EXPORT int epoll_create1(int flags)
 SAN_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	__typeof__(san_real.epoll_ctl) fn = SAN_REAL(epoll_ctl);
+	bool managed = san_managed(fd);
 	int ret;
 
 	if (unlikely(!fn))
 		return san_enosys();
 	/* Candidates: under the sock's lock (the swap moves them); EPOLLET: edges wanted. */
-	if (unlikely(san_managed(fd)) &&
+	if (unlikely(managed) &&
 	    (!san_switched(fd) || (ev && (ev->events & EPOLLET) && op != EPOLL_CTL_DEL))) {
 		ret = san_sock_epoll_ctl(epfd, op, fd, ev);
-		if (ret != SAN_PASS)
-			return (int)san_ret(ret);
+		if (ret != SAN_PASS) {
+			ret = (int)san_ret(ret);
+			if (ret == 0)
+				san_epshadow_ctl(epfd, op, fd, ev);
+			return ret;
+		}
 	}
 	ret = fn(epfd, op, fd, ev);
 	/* before its connect (nginx's upstream): kept for the candidate the connect makes */
 	if (unlikely(san_unconnected(fd)) && ret == 0)
 		san_ep_early_note(epfd, op, fd, ev);
+	/* the copy a wait reads switched connections' readiness from (ep_watch) */
+	if (ret == 0 && (unlikely(managed) || (op == EPOLL_CTL_DEL && san_epshadow_any())))
+		san_epshadow_ctl(epfd, op, fd, ev);
 	return ret;
+}
+
+/* One call of the epoll_wait family as the application made it. */
+struct epcall {
+	int (*wait)(int, struct epoll_event *, int, int);
+	int (*pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+	int (*pwait2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
+	const struct timespec *ts; /* epoll_pwait2's */
+	const sigset_t *mask;
+};
+
+static int ep_real(const struct epcall *c, int epfd, struct epoll_event *ev, int max, int ms)
+{
+	static const struct timespec zero;
+
+	if (c->pwait2)
+		return c->pwait2(epfd, ev, max, ms == 0 ? &zero : c->ts, c->mask);
+	if (c->pwait)
+		return c->pwait(epfd, ev, max, ms, c->mask);
+	return c->wait(epfd, ev, max, ms);
+}
+
+/*
+ * The switched connections one wait watches in their rings (core/san_rxwatch.h): a set with
+ * more keeps the kernel's path (each look costs a load per connection).
+ */
+#define EP_WATCH_MAX 64
+/*
+ * While it finds its connections ready in their rings, a wait still asks the kernel every
+ * so often, for the rest of the set (a listener, pipes, connections on TCP, EPOLLOUT): within
+ * a spin every EP_KERNEL_SPIN_NS, and at least every EP_KERNEL_BUSY_NS while rings keep it
+ * busy (so the others wait at most that long behind them).
+ */
+#define EP_KERNEL_SPIN_NS 50000u
+#define EP_KERNEL_BUSY_NS 50000u
+
+static uint64_t ep_kernel_at[64]; /* by epfd & 63: the last look at the kernel (a hint) */
+
+struct ep_watch {
+	struct san_epshadow_ent ent[EP_WATCH_MAX];
+	struct san_rxwatch w[EP_WATCH_MAX];
+	bool ready[EP_WATCH_MAX];
+	int n;
+};
+
+/*
+ * The events found in rings, after what the kernel returned (r of them, maybe 0): a
+ * connection the kernel reported too (X had a doorbell) is not repeated. Ends every watch.
+ */
+static int ep_report(struct ep_watch *x, struct epoll_event *ev, int max, int r)
+{
+	for (int j = 0; j < x->n; j++) {
+		bool put = x->ready[j] && r < max;
+
+		for (int k = 0; put && k < r; k++)
+			if (ev[k].data.u64 == x->ent[j].ev.data.u64)
+				put = false;
+		if (put)
+			ev[r++] = (struct epoll_event){
+				.events = x->ent[j].ev.events & (EPOLLIN | EPOLLRDNORM),
+				.data = x->ent[j].ev.data,
+			};
+		san_rxwatch_end(&x->w[j], put);
+	}
+	return r;
+}
+
+static void ep_unwatch(struct ep_watch *x)
+{
+	for (int j = 0; j < x->n; j++)
+		san_rxwatch_end(&x->w[j], false);
+}
+
+/*
+ * A wait over a set with switched connections in it: their readiness from their rings (flags
+ * down: the peer commits without a doorbell), the kernel asked only every so often; before it
+ * sleeps, the flags go back up. -2: this set cannot be watched so (the caller's path).
+ */
+static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, int max, int ms)
+{
+	struct ep_watch x;
+	uint64_t *kat = &ep_kernel_at[epfd & 63], until, now, start;
+	int n, found = 0, r = 0, cpu;
+	bool here = false;
+
+	n = san_epshadow_level_in(epfd, x.ent, EP_WATCH_MAX);
+	if (n <= 0 || n > EP_WATCH_MAX)
+		return -2;
+	x.n = 0;
+	for (int i = 0; i < n; i++) {
+		bool ready = false;
+
+		if (!san_rxwatch_begin(&x.w[x.n], x.ent[i].fd, &ready))
+			continue;
+		x.ent[x.n] = x.ent[i];
+		x.ready[x.n] = ready;
+		found += ready;
+		x.n++;
+	}
+	if (!x.n)
+		return -2;
+	start = san_sock_now_ns();
+	until = found ? 0 : san_route_spin_until(ms);
+	for (int round = 1;; round++) {
+		for (int j = 0; !found && round > 1 && j < x.n; j++)
+			found += x.ready[j] = san_rxwatch_ready(&x.w[j]);
+		now = san_sock_now_ns();
+		if (found) {
+			if (round > 1)
+				san_route_spin_found(until, round, found);
+			/* busy in the rings: the kernel's part of the set still gets its turn */
+			if (now - __atomic_load_n(kat, __ATOMIC_RELAXED) >= EP_KERNEL_BUSY_NS) {
+				__atomic_store_n(kat, now, __ATOMIC_RELAXED);
+				r = ep_real(c, epfd, ev, max, 0);
+				if (r < 0)
+					r = 0;
+			}
+			return ep_report(&x, ev, max, r);
+		}
+		if (now - __atomic_load_n(kat, __ATOMIC_RELAXED) >= EP_KERNEL_SPIN_NS) {
+			__atomic_store_n(kat, now, __ATOMIC_RELAXED);
+			r = ep_real(c, epfd, ev, max, 0);
+			if (r != 0) {
+				if (r > 0 && round > 1)
+					san_route_spin_found(until, round, r);
+				ep_unwatch(&x);
+				return r;
+			}
+		}
+		if (!until || !san_route_spinning(until))
+			break;
+		/*
+		 * A peer last seen on this CPU needs it to answer: each round gives it the CPU
+		 * (a yield returns at once when nothing else waits for it). Sleeping instead
+		 * would be the kernel's ping-pong, a wake-up per message.
+		 */
+		cpu = sched_getcpu();
+		here = false;
+		for (int j = 0; j < x.n && !here; j++)
+			here = san_rxwatch_peer_here(&x.w[j], cpu);
+		if (here)
+			sched_yield();
+		else
+			__builtin_ia32_pause();
+	}
+	/* to sleep: flags up, and what came meanwhile is reported rather than slept over */
+	for (int j = 0; j < x.n; j++)
+		found += x.ready[j] = san_rxwatch_arm(&x.w[j]);
+	if (found)
+		return ep_report(&x, ev, max, 0);
+	if (san_rxwatch_any_quiet())
+		san_rxwatch_announce();
+	r = ep_real(c, epfd, ev, max, ms);
+	{
+		int e = errno;
+
+		/* the spin ran out (or none): would a longer one have caught this? */
+		if (r > 0 && until) {
+			cpu = sched_getcpu();
+			here = false;
+			for (int j = 0; j < x.n && !here; j++)
+				here = san_rxwatch_peer_here(&x.w[j], cpu);
+			san_sock_spin_late(san_sock_now_ns() - start, here);
+		}
+		ep_unwatch(&x);
+		errno = e;
+	}
+	return r;
+}
+
+static int ep_wait_common(const struct epcall *c, int epfd, struct epoll_event *ev, int max,
+			  int ms)
+{
+	if (likely(!san_any_switched()))
+		return ep_real(c, epfd, ev, max, ms);
+	/* no spin (SANSWITCH_SPIN_US=0): the flags stay up, the kernel says it all */
+	if (ms != 0 && max > 0 && san_epshadow_any() && san_sock_spin_us()) {
+		int r = ep_watch(c, epfd, ev, max, ms);
+
+		if (r != -2)
+			return r;
+	}
+	{
+		uint64_t until = san_route_spin_until(ms);
+
+		for (int n = 1; san_route_spinning(until); n++) {
+			int r = ep_real(c, epfd, ev, max, 0);
+
+			if (r != 0) {
+				san_route_spin_found(until, n, r);
+				return r;
+			}
+		}
+	}
+	if (ms != 0 && san_rxwatch_any_quiet())
+		san_rxwatch_announce();
+	return ep_real(c, epfd, ev, max, ms);
 }
 
 SAN_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
 {
-	__typeof__(san_real.epoll_wait) fn = SAN_REAL(epoll_wait);
+	struct epcall c = { .wait = SAN_REAL(epoll_wait) };
 
-	if (unlikely(!fn))
+	if (unlikely(!c.wait))
 		return san_enosys();
-	SAN_SPIN(timeout, fn(epfd, events, maxevents, 0));
-	return fn(epfd, events, maxevents, timeout);
+	return ep_wait_common(&c, epfd, events, maxevents, timeout);
 }
 
 SAN_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int timeout,
 			   const sigset_t *sigmask)
 {
-	__typeof__(san_real.epoll_pwait) fn = SAN_REAL(epoll_pwait);
+	struct epcall c = { .pwait = SAN_REAL(epoll_pwait), .mask = sigmask };
 
-	if (unlikely(!fn))
+	if (unlikely(!c.pwait))
 		return san_enosys();
-	SAN_SPIN(timeout, fn(epfd, events, maxevents, 0, sigmask));
-	return fn(epfd, events, maxevents, timeout, sigmask);
+	return ep_wait_common(&c, epfd, events, maxevents, timeout);
 }
 
 SAN_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 			    const struct timespec *timeout, const sigset_t *sigmask)
 {
-	__typeof__(san_real.epoll_pwait2) fn = SAN_REAL(epoll_pwait2);
-	static const struct timespec zero;
+	struct epcall c = { .pwait2 = SAN_REAL(epoll_pwait2), .ts = timeout, .mask = sigmask };
 
-	if (unlikely(!fn))
+	if (unlikely(!c.pwait2))
 		return san_enosys();
-	SAN_SPIN(ts_ms(timeout), fn(epfd, events, maxevents, &zero, sigmask));
-	return fn(epfd, events, maxevents, timeout, sigmask);
+	return ep_wait_common(&c, epfd, events, maxevents, ts_ms(timeout));
 }
