@@ -3,6 +3,7 @@
 #include "core/san_epoll_early.h"
 #include "core/san_epshadow.h"
 #include "core/san_rxwatch.h"
+#include "preload/san_watch.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -140,8 +141,65 @@ static int pcall_real(const struct pcall *c, struct pollfd *f, nfds_t n, bool no
 	return SAN_REAL(poll)(f, n, now ? 0 : c->ms);
 }
 
+static uint64_t poll_kernel_at; /* when a watching poll last asked the kernel (a hint) */
+
+struct poll_look {
+	const struct pcall *c;
+	struct pollfd *f;
+	nfds_t n;
+	bool chk;
+};
+
+static int poll_look(void *arg)
+{
+	struct poll_look *l = arg;
+
+	return pcall_real(l->c, l->f, l->n, true, l->chk);
+}
+
 /*
- * While switched connections exist, spin first (SAN_SPIN's reasons), then sleep. A muted
+ * A poll whose array asks for input from switched connections: their readiness from their
+ * rings (preload/san_watch.h), up to SAN_WATCH_MAX of them (the rest by the kernel's looks).
+ * -2: none to watch (the caller's path).
+ */
+static int poll_watch(const struct pcall *c, struct pollfd *fds, nfds_t nfds, bool chk)
+{
+	struct san_watchset x;
+	struct poll_look l = { c, fds, nfds, chk };
+	int r;
+
+	x.n = x.found = 0;
+	for (nfds_t i = 0; i < nfds && x.n < SAN_WATCH_MAX; i++)
+		if ((fds[i].events & (POLLIN | POLLRDNORM)) && san_switched(fds[i].fd))
+			(void)san_watch_add(&x, fds[i].fd, (int)i);
+	if (!x.n)
+		return -2;
+	switch (san_watch_spin(&x, c->ms, &poll_kernel_at, poll_look, &l, &r)) {
+	case SAN_WATCH_KERNEL:
+		return r;
+	case SAN_WATCH_FOUND:
+		/* the kernel's look (r > 0) filled every entry; else none is ready but ours */
+		for (nfds_t i = 0; r == 0 && i < nfds; i++)
+			fds[i].revents = 0;
+		for (int j = 0; j < x.n; j++)
+			if (x.ready[j])
+				fds[x.key[j]].revents |= fds[x.key[j]].events & (POLLIN | POLLRDNORM);
+		r = 0;
+		for (nfds_t i = 0; i < nfds; i++)
+			r += fds[i].revents != 0;
+		san_watch_done(&x, NULL);
+		return r;
+	case SAN_WATCH_SLEEP:
+		break;
+	}
+	r = pcall_real(c, fds, nfds, false, chk);
+	san_watch_slept(&x, r);
+	return r;
+}
+
+/*
+ * While switched connections exist, watch their rings (poll_watch), or spin on the kernel's
+ * answer (a muted entry, none to watch), then sleep. A muted
  * entry makes the kernel see our copy of the array (pollx); a _chk call's size check is done
  * by the real _chk function on the caller's array only, so a short array is never copied.
  */
@@ -156,6 +214,12 @@ static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 	if (unlikely(san_sock_any_tx_mute()) && (!chk || c->chk / sizeof(*fds) >= nfds) &&
 	    (!c->by_ts || SAN_REAL(ppoll)) && pollx_begin(&x, fds, nfds))
 		chk = false;
+	if (unlikely(san_any_switched()) && x.f == fds && c->ms != 0 && san_sock_spin_us()) {
+		r = poll_watch(c, fds, nfds, chk);
+		if (r != -2)
+			return r;
+		r = 0;
+	}
 	if (unlikely(san_any_switched())) {
 		uint64_t until = san_route_spin_until(c->ms);
 
@@ -229,6 +293,18 @@ SAN_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespe
  */
 #define SEL_IN (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR)
 #define SEL_OUT (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR)
+
+/* A switched number in the read set: its readiness is in its ring (poll_watch, by poll). */
+static bool select_watched(int nfds, const fd_set *r)
+{
+	if (likely(!san_any_switched()) || !r || nfds < 0 || nfds > FD_SETSIZE ||
+	    !san_sock_spin_us())
+		return false;
+	for (int fd = 0; fd < nfds; fd++)
+		if (FD_ISSET(fd, r) && san_switched(fd))
+			return true;
+	return false;
+}
 
 static bool select_muted(int nfds, const fd_set *w)
 {
@@ -324,7 +400,8 @@ SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds
 {
 	if (unlikely(san_sock_any_untouched()))
 		touch_fdsets(nfds, rfds, wfds);
-	if (unlikely(select_muted(nfds, wfds))) {
+	if (unlikely(select_muted(nfds, wfds)) ||
+	    (timeout && !timeout->tv_sec && !timeout->tv_usec ? false : select_watched(nfds, rfds))) {
 		struct timespec ts;
 		int r;
 
@@ -362,7 +439,7 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 {
 	if (unlikely(san_sock_any_untouched()))
 		touch_fdsets(nfds, rfds, wfds);
-	if (unlikely(select_muted(nfds, wfds))) {
+	if (unlikely(select_muted(nfds, wfds)) || (ts_ms(timeout) != 0 && select_watched(nfds, rfds))) {
 		int r = select_by_poll(nfds, rfds, wfds, efds, timeout, sigmask);
 
 		if (r != -2)
@@ -468,151 +545,67 @@ static int ep_real(const struct epcall *c, int epfd, struct epoll_event *ev, int
 	return c->wait(epfd, ev, max, ms);
 }
 
-/*
- * The switched connections one wait watches in their rings (core/san_rxwatch.h): a set with
- * more keeps the kernel's path (each look costs a load per connection).
- */
-#define EP_WATCH_MAX 64
-/*
- * While it finds its connections ready in their rings, a wait still asks the kernel every
- * so often, for the rest of the set (a listener, pipes, connections on TCP, EPOLLOUT): within
- * a spin every EP_KERNEL_SPIN_NS, and at least every EP_KERNEL_BUSY_NS while rings keep it
- * busy (so the others wait at most that long behind them).
- */
-#define EP_KERNEL_SPIN_NS 50000u
-#define EP_KERNEL_BUSY_NS 50000u
+/* When each epoll set last asked the kernel during a watch (by number & 63: a hint). */
+static uint64_t ep_kernel_at[64];
 
-static uint64_t ep_kernel_at[64]; /* by epfd & 63: the last look at the kernel (a hint) */
-
-struct ep_watch {
-	struct san_epshadow_ent ent[EP_WATCH_MAX];
-	struct san_rxwatch w[EP_WATCH_MAX];
-	bool ready[EP_WATCH_MAX];
-	int n;
+struct ep_look {
+	const struct epcall *c;
+	int epfd;
+	struct epoll_event *ev;
+	int max;
 };
 
-/*
- * The events found in rings, after what the kernel returned (r of them, maybe 0): a
- * connection the kernel reported too (X had a doorbell) is not repeated. Ends every watch.
- */
-static int ep_report(struct ep_watch *x, struct epoll_event *ev, int max, int r)
+static int ep_look(void *arg)
 {
-	for (int j = 0; j < x->n; j++) {
-		bool put = x->ready[j] && r < max;
+	struct ep_look *l = arg;
 
-		for (int k = 0; put && k < r; k++)
-			if (ev[k].data.u64 == x->ent[j].ev.data.u64)
-				put = false;
-		if (put)
-			ev[r++] = (struct epoll_event){
-				.events = x->ent[j].ev.events & (EPOLLIN | EPOLLRDNORM),
-				.data = x->ent[j].ev.data,
-			};
-		san_rxwatch_end(&x->w[j], put);
-	}
-	return r;
-}
-
-static void ep_unwatch(struct ep_watch *x)
-{
-	for (int j = 0; j < x->n; j++)
-		san_rxwatch_end(&x->w[j], false);
+	return ep_real(l->c, l->epfd, l->ev, l->max, 0);
 }
 
 /*
- * A wait over a set with switched connections in it: their readiness from their rings (flags
- * down: the peer commits without a doorbell), the kernel asked only every so often; before it
- * sleeps, the flags go back up. -2: this set cannot be watched so (the caller's path).
+ * A wait over a set with switched connections in it (level-triggered input, as the copy of
+ * the set says): their readiness from their rings (preload/san_watch.h). -2: this set cannot be
+ * watched so (the caller's path).
  */
 static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, int max, int ms)
 {
-	struct ep_watch x;
-	uint64_t *kat = &ep_kernel_at[epfd & 63], until, now, start;
-	int n, found = 0, r = 0, cpu;
-	bool here = false;
+	struct san_epshadow_ent ent[SAN_WATCH_MAX];
+	struct san_watchset x;
+	struct ep_look l = { c, epfd, ev, max };
+	bool put[SAN_WATCH_MAX];
+	int n, r;
 
-	n = san_epshadow_level_in(epfd, x.ent, EP_WATCH_MAX);
-	if (n <= 0 || n > EP_WATCH_MAX)
+	n = san_epshadow_level_in(epfd, ent, SAN_WATCH_MAX);
+	if (n <= 0 || n > SAN_WATCH_MAX)
 		return -2;
-	x.n = 0;
-	for (int i = 0; i < n; i++) {
-		bool ready = false;
-
-		if (!san_rxwatch_begin(&x.w[x.n], x.ent[i].fd, &ready))
-			continue;
-		x.ent[x.n] = x.ent[i];
-		x.ready[x.n] = ready;
-		found += ready;
-		x.n++;
-	}
+	x.n = x.found = 0;
+	for (int i = 0; i < n; i++)
+		(void)san_watch_add(&x, ent[i].fd, i);
 	if (!x.n)
 		return -2;
-	start = san_sock_now_ns();
-	until = found ? 0 : san_route_spin_until(ms);
-	for (int round = 1;; round++) {
-		for (int j = 0; !found && round > 1 && j < x.n; j++)
-			found += x.ready[j] = san_rxwatch_ready(&x.w[j]);
-		now = san_sock_now_ns();
-		if (found) {
-			if (round > 1)
-				san_route_spin_found(until, round, found);
-			/* busy in the rings: the kernel's part of the set still gets its turn */
-			if (now - __atomic_load_n(kat, __ATOMIC_RELAXED) >= EP_KERNEL_BUSY_NS) {
-				__atomic_store_n(kat, now, __ATOMIC_RELAXED);
-				r = ep_real(c, epfd, ev, max, 0);
-				if (r < 0)
-					r = 0;
-			}
-			return ep_report(&x, ev, max, r);
-		}
-		if (now - __atomic_load_n(kat, __ATOMIC_RELAXED) >= EP_KERNEL_SPIN_NS) {
-			__atomic_store_n(kat, now, __ATOMIC_RELAXED);
-			r = ep_real(c, epfd, ev, max, 0);
-			if (r != 0) {
-				if (r > 0 && round > 1)
-					san_route_spin_found(until, round, r);
-				ep_unwatch(&x);
-				return r;
-			}
-		}
-		if (!until || !san_route_spinning(until))
-			break;
-		/*
-		 * A peer last seen on this CPU needs it to answer: each round gives it the CPU
-		 * (a yield returns at once when nothing else waits for it). Sleeping instead
-		 * would be the kernel's ping-pong, a wake-up per message.
-		 */
-		cpu = sched_getcpu();
-		here = false;
-		for (int j = 0; j < x.n && !here; j++)
-			here = san_rxwatch_peer_here(&x.w[j], cpu);
-		if (here)
-			sched_yield();
-		else
-			__builtin_ia32_pause();
-	}
-	/* to sleep: flags up, and what came meanwhile is reported rather than slept over */
-	for (int j = 0; j < x.n; j++)
-		found += x.ready[j] = san_rxwatch_arm(&x.w[j]);
-	if (found)
-		return ep_report(&x, ev, max, 0);
-	if (san_rxwatch_any_quiet())
-		san_rxwatch_announce();
-	r = ep_real(c, epfd, ev, max, ms);
-	{
-		int e = errno;
+	switch (san_watch_spin(&x, ms, &ep_kernel_at[epfd & 63], ep_look, &l, &r)) {
+	case SAN_WATCH_KERNEL:
+		return r;
+	case SAN_WATCH_FOUND:
+		/* after what the kernel returned: one it reported too (a doorbell) is not repeated */
+		for (int j = 0; j < x.n; j++) {
+			const struct epoll_event *e = &ent[x.key[j]].ev;
 
-		/* the spin ran out (or none): would a longer one have caught this? */
-		if (r > 0 && until) {
-			cpu = sched_getcpu();
-			here = false;
-			for (int j = 0; j < x.n && !here; j++)
-				here = san_rxwatch_peer_here(&x.w[j], cpu);
-			san_sock_spin_late(san_sock_now_ns() - start, here);
+			put[j] = x.ready[j] && r < max;
+			for (int k = 0; put[j] && k < r; k++)
+				if (ev[k].data.u64 == e->data.u64)
+					put[j] = false;
+			if (put[j])
+				ev[r++] = (struct epoll_event){ .events = e->events & (EPOLLIN | EPOLLRDNORM),
+								.data = e->data };
 		}
-		ep_unwatch(&x);
-		errno = e;
+		san_watch_done(&x, put);
+		return r;
+	case SAN_WATCH_SLEEP:
+		break;
 	}
+	r = ep_real(c, epfd, ev, max, ms);
+	san_watch_slept(&x, r);
 	return r;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """epoll_sets.py MODE CONNS ROUNDS — an event-loop echo server whose connections sit in several
-epoll sets at once, against a client that waits with poll() (t_epoll_sets.sh).
+epoll sets at once, against a client that waits with poll() and select() (t_epoll_sets.sh).
 
 One process forks: the parent serves, the child is the client. The parent accepts CONNS
 nonblocking connections and registers every one in set A (EPOLLIN, level-triggered) and in set
@@ -10,7 +10,8 @@ wait that times out while a request is outstanding is a stall) and none on C (it
 half of them: a wait there could sleep while the others have requests); for each event it reads once (a
 level-triggered set) or until EAGAIN (an edge-triggered one) and echoes what it read. The child
 sends, ROUNDS times, a request of 1 to 3000 bytes of seeded random data on each connection,
-then reads the echo of each, waiting with poll() (a stall after 10 s). Then the connections sit
+then reads the echo of each, waiting with poll() in even rounds and select() in odd ones (a
+stall after 10 s). Then the connections sit
 idle for 2 s while the parent waits on set A without a timeout, and the child reads the
 parent's CPU time (user + system, /proc) over those 2 s: a server asleep costs none.
 
@@ -59,7 +60,10 @@ if pid == 0:
             want[c.fileno()] = len(data)
         got = {fd: b"" for fd in want}
         while any(len(got[fd]) < want[fd] for fd in want):
-            ev = p.poll(10000)
+            if r % 2:
+                ev = [(fd, 0) for fd in select.select(list(byfd), [], [], 10)[0]]
+            else:
+                ev = p.poll(10000)
             if not ev:
                 print(f"client stall in round {r}", flush=True)
                 os._exit(1)

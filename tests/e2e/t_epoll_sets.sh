@@ -1,12 +1,14 @@
 #!/bin/bash
 # t_epoll_sets — an event-loop echo server whose connections sit in three epoll sets at once
 # (level-triggered A; B level- or edge-triggered; C edge-triggered, half of them), 8 connections,
-# 300 rounds, against a client waiting in poll() (epoll_sets.py): kernel TCP is the oracle by
-# digest, then 3 preloaded runs of each mode, switched at both ends. The waits find switched
-# connections ready in their rings (core/san_rxwatch.h) with the peers' doorbells off: every
-# request must still be seen, in every set, no level-triggered event may come for a connection
-# with nothing to read (beyond a few: kernel TCP has none), and the server asleep in epoll_wait
-# with idle connections must cost no CPU (2 s: at most 30 ms, a few clock ticks).
+# 300 rounds, against a client waiting in poll() and select() in turn (epoll_sets.py): kernel
+# TCP is the oracle by digest, then 3 preloaded runs of each mode, switched at both ends. The
+# waits find switched connections ready in their rings (core/san_rxwatch.h) with the peers'
+# doorbells off: every request must still be seen, in every set, no level-triggered event may
+# come for a connection with nothing to read (beyond a few: kernel TCP has none), and the server
+# asleep in epoll_wait with idle connections must cost no CPU (2 s: at most 30 ms, a few clock
+# ticks). Set C is only looked at (timeout 0): holding half the connections, a wait there could
+# sleep while the others have requests, on kernel TCP too.
 # timeout: 400
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
