@@ -157,6 +157,17 @@ static int poll_look(void *arg)
 	return pcall_real(l->c, l->f, l->n, true, l->chk);
 }
 
+/* Every entry of the array is a watched connection asking for input only. */
+static bool poll_all_watched(const struct san_watchset *x, const struct pollfd *fds, nfds_t nfds)
+{
+	if ((nfds_t)x->n != nfds)
+		return false;
+	for (int j = 0; j < x->n; j++)
+		if (fds[x->key[j]].events & ~(POLLIN | POLLRDNORM))
+			return false;
+	return true;
+}
+
 /*
  * A poll whose array asks for input from switched connections: their readiness from their
  * rings (preload/san_watch.h), up to SAN_WATCH_MAX of them (the rest by the kernel's looks).
@@ -178,7 +189,13 @@ static int poll_watch(const struct pcall *c, struct pollfd *fds, nfds_t nfds, bo
 	case SAN_WATCH_KERNEL:
 		return r;
 	case SAN_WATCH_FOUND:
-		/* the kernel's look (r > 0) filled every entry; else none is ready but ours */
+		/*
+		 * Every entry answered: an array with more than watched input in it (another fd,
+		 * POLLOUT) needs the kernel's look, unless it just had one. The kernel's look (r > 0)
+		 * filled every entry; else none is ready but ours.
+		 */
+		if (!x.looked && !poll_all_watched(&x, fds, nfds) && (r = poll_look(&l)) < 0)
+			r = 0;
 		for (nfds_t i = 0; r == 0 && i < nfds; i++)
 			fds[i].revents = 0;
 		for (int j = 0; j < x.n; j++)
@@ -545,6 +562,13 @@ static int ep_real(const struct epcall *c, int epfd, struct epoll_event *ev, int
 	return c->wait(epfd, ev, max, ms);
 }
 
+/*
+ * What a ring tells of a watched connection's registration: input. The rest (EPOLLOUT) is the
+ * kernel's; the flags epoll_ctl takes are no events.
+ */
+#define EP_FROM_RING (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP | EPOLLET | EPOLLONESHOT | \
+		      EPOLLEXCLUSIVE | EPOLLWAKEUP)
+
 /* When each epoll set last asked the kernel during a watch (by number & 63: a hint). */
 static uint64_t ep_kernel_at[64];
 
@@ -587,6 +611,16 @@ static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, in
 	case SAN_WATCH_KERNEL:
 		return r;
 	case SAN_WATCH_FOUND:
+		/*
+		 * A connection found ready whose registration asks for more than input (EPOLLOUT)
+		 * is reported whole: the kernel is asked, unless it just was.
+		 */
+		for (int j = 0; j < x.n && !x.looked; j++)
+			if (x.ready[j] && (ent[x.key[j]].ev.events & ~EP_FROM_RING)) {
+				x.looked = true;
+				if ((r = ep_look(&l)) < 0)
+					r = 0;
+			}
 		/* after what the kernel returned: one it reported too (a doorbell) is not repeated */
 		for (int j = 0; j < x.n; j++) {
 			const struct epoll_event *e = &ent[x.key[j]].ev;

@@ -56,6 +56,7 @@ enum san_watch_end san_watch_spin(struct san_watchset *x, int ms, uint64_t *kern
 	uint64_t now;
 
 	*kr = 0;
+	x->looked = false;
 	x->start = san_sock_now_ns();
 	x->until = x->found ? 0 : san_route_spin_until(ms);
 	for (int round = 1;; round++) {
@@ -67,8 +68,11 @@ enum san_watch_end san_watch_spin(struct san_watchset *x, int ms, uint64_t *kern
 			if (round > 1)
 				san_route_spin_found(x->until, round, x->found);
 			/* busy in the rings: the kernel's part of the wait still gets its turn */
-			if (kernel_due(kernel_at, now) && (*kr = look(arg)) < 0)
-				*kr = 0;
+			if (kernel_due(kernel_at, now)) {
+				x->looked = true;
+				if ((*kr = look(arg)) < 0)
+					*kr = 0;
+			}
 			return SAN_WATCH_FOUND;
 		}
 		if (kernel_due(kernel_at, now) && (*kr = look(arg)) != 0) {

@@ -20,6 +20,7 @@ struct san_watchset {
 	struct san_rxwatch w[SAN_WATCH_MAX];
 	bool ready[SAN_WATCH_MAX];
 	int found;
+	bool looked; /* a FOUND came with a look at the kernel (*kr is its answer) */
 	uint64_t start, until;
 };
 
@@ -28,7 +29,8 @@ bool san_watch_add(struct san_watchset *x, int fd, int key);
 
 enum san_watch_end {
 	SAN_WATCH_FOUND,  /* data in rings: x->ready says where; *kr what a look at the kernel
-			   * returned meanwhile (0: none), to report first */
+			   * returned meanwhile (0: none; x->looked: whether there was one), to
+			   * report first */
 	SAN_WATCH_KERNEL, /* the kernel reported *kr (> 0, or an error): every watch ended */
 	SAN_WATCH_SLEEP,  /* nothing: flags up, the caller sleeps in the kernel, then
 			   * san_watch_slept */
