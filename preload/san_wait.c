@@ -141,82 +141,10 @@ static int pcall_real(const struct pcall *c, struct pollfd *f, nfds_t n, bool no
 	return SAN_REAL(poll)(f, n, now ? 0 : c->ms);
 }
 
-static uint64_t poll_kernel_at; /* when a watching poll last asked the kernel (a hint) */
-
-struct poll_look {
-	const struct pcall *c;
-	struct pollfd *f;
-	nfds_t n;
-	bool chk;
-};
-
-static int poll_look(void *arg)
-{
-	struct poll_look *l = arg;
-
-	return pcall_real(l->c, l->f, l->n, true, l->chk);
-}
-
-/* Every entry of the array is a watched connection asking for input only. */
-static bool poll_all_watched(const struct san_watchset *x, const struct pollfd *fds, nfds_t nfds)
-{
-	if ((nfds_t)x->n != nfds)
-		return false;
-	for (int j = 0; j < x->n; j++)
-		if (fds[x->key[j]].events & ~(POLLIN | POLLRDNORM))
-			return false;
-	return true;
-}
-
 /*
- * A poll whose array asks for input from switched connections: their readiness from their
- * rings (preload/san_watch.h), up to SAN_WATCH_MAX of them (the rest by the kernel's looks).
- * -2: none to watch (the caller's path).
- */
-static int poll_watch(const struct pcall *c, struct pollfd *fds, nfds_t nfds, bool chk)
-{
-	struct san_watchset x;
-	struct poll_look l = { c, fds, nfds, chk };
-	int r;
-
-	x.n = x.found = 0;
-	for (nfds_t i = 0; i < nfds && x.n < SAN_WATCH_MAX; i++)
-		if ((fds[i].events & (POLLIN | POLLRDNORM)) && san_switched(fds[i].fd))
-			(void)san_watch_add(&x, fds[i].fd, (int)i);
-	if (!x.n)
-		return -2;
-	switch (san_watch_spin(&x, c->ms, &poll_kernel_at, poll_look, &l, &r)) {
-	case SAN_WATCH_KERNEL:
-		return r;
-	case SAN_WATCH_FOUND:
-		/*
-		 * Every entry answered: an array with more than watched input in it (another fd,
-		 * POLLOUT) needs the kernel's look, unless it just had one. The kernel's look (r > 0)
-		 * filled every entry; else none is ready but ours.
-		 */
-		if (!x.looked && !poll_all_watched(&x, fds, nfds) && (r = poll_look(&l)) < 0)
-			r = 0;
-		for (nfds_t i = 0; r == 0 && i < nfds; i++)
-			fds[i].revents = 0;
-		for (int j = 0; j < x.n; j++)
-			if (x.ready[j])
-				fds[x.key[j]].revents |= fds[x.key[j]].events & (POLLIN | POLLRDNORM);
-		r = 0;
-		for (nfds_t i = 0; i < nfds; i++)
-			r += fds[i].revents != 0;
-		san_watch_done(&x, NULL);
-		return r;
-	case SAN_WATCH_SLEEP:
-		break;
-	}
-	r = pcall_real(c, fds, nfds, false, chk);
-	san_watch_slept(&x, r);
-	return r;
-}
-
-/*
- * While switched connections exist, watch their rings (poll_watch), or spin on the kernel's
- * answer (a muted entry, none to watch), then sleep. A muted
+ * While switched connections exist, spin on the kernel's answer first, then sleep. (Watching the
+ * rings, as epoll_wait does, made curl's fetches from nginx stall by tens of milliseconds each in
+ * t_app_nginx, for a reason not found yet: docs/performance.md.) A muted
  * entry makes the kernel see our copy of the array (pollx); a _chk call's size check is done
  * by the real _chk function on the caller's array only, so a short array is never copied.
  */
@@ -231,12 +159,13 @@ static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 	if (unlikely(san_sock_any_tx_mute()) && (!chk || c->chk / sizeof(*fds) >= nfds) &&
 	    (!c->by_ts || SAN_REAL(ppoll)) && pollx_begin(&x, fds, nfds))
 		chk = false;
-	if (unlikely(san_any_switched()) && x.f == fds && c->ms != 0 && san_sock_spin_us()) {
-		r = poll_watch(c, fds, nfds, chk);
-		if (r != -2)
-			return r;
-		r = 0;
-	}
+	/*
+	 * Connections a receive or a wait left quiet (core/san_rxwatch.h): flags up before the
+	 * spin, whose looks at the kernel see only what a doorbell made readable; data there
+	 * already rings X now.
+	 */
+	if (c->ms != 0 && unlikely(san_rxwatch_any_quiet()))
+		san_rxwatch_announce();
 	if (unlikely(san_any_switched())) {
 		uint64_t until = san_route_spin_until(c->ms);
 
@@ -247,7 +176,7 @@ static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 		san_route_spin_found(until, n, r);
 	}
 	if (r == 0 && c->ms != 0 && san_rxwatch_any_quiet()) {
-		/* connections whose flag a receive or a wait left down: X rung if data came */
+		/* another thread's receive left one quiet meanwhile */
 		san_rxwatch_announce();
 		r = pcall_real(c, x.f, x.n, true, chk);
 	}
@@ -310,18 +239,6 @@ SAN_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespe
  */
 #define SEL_IN (POLLIN | POLLRDNORM | POLLRDBAND | POLLHUP | POLLERR)
 #define SEL_OUT (POLLOUT | POLLWRNORM | POLLWRBAND | POLLERR)
-
-/* A switched number in the read set: its readiness is in its ring (poll_watch, by poll). */
-static bool select_watched(int nfds, const fd_set *r)
-{
-	if (likely(!san_any_switched()) || !r || nfds < 0 || nfds > FD_SETSIZE ||
-	    !san_sock_spin_us())
-		return false;
-	for (int fd = 0; fd < nfds; fd++)
-		if (FD_ISSET(fd, r) && san_switched(fd))
-			return true;
-	return false;
-}
 
 static bool select_muted(int nfds, const fd_set *w)
 {
@@ -417,8 +334,7 @@ SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds
 {
 	if (unlikely(san_sock_any_untouched()))
 		touch_fdsets(nfds, rfds, wfds);
-	if (unlikely(select_muted(nfds, wfds)) ||
-	    (timeout && !timeout->tv_sec && !timeout->tv_usec ? false : select_watched(nfds, rfds))) {
+	if (unlikely(select_muted(nfds, wfds))) {
 		struct timespec ts;
 		int r;
 
@@ -428,6 +344,8 @@ SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds
 		if (r != -2)
 			return r;
 	}
+	if (unlikely(san_rxwatch_any_quiet()) && (!timeout || timeout->tv_sec || timeout->tv_usec))
+		san_rxwatch_announce(); /* as in poll_common */
 	if (unlikely(san_any_switched()) && nfds >= 0 && nfds <= FD_SETSIZE) {
 		int ms = !timeout ? -1 : timeout->tv_sec || timeout->tv_usec ? 1 : 0;
 		uint64_t until = san_route_spin_until(ms);
@@ -456,12 +374,14 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 {
 	if (unlikely(san_sock_any_untouched()))
 		touch_fdsets(nfds, rfds, wfds);
-	if (unlikely(select_muted(nfds, wfds)) || (ts_ms(timeout) != 0 && select_watched(nfds, rfds))) {
+	if (unlikely(select_muted(nfds, wfds))) {
 		int r = select_by_poll(nfds, rfds, wfds, efds, timeout, sigmask);
 
 		if (r != -2)
 			return r;
 	}
+	if (unlikely(san_rxwatch_any_quiet()) && ts_ms(timeout) != 0)
+		san_rxwatch_announce(); /* as in poll_common */
 	if (unlikely(san_any_switched()) && nfds >= 0 && nfds <= FD_SETSIZE) {
 		uint64_t until = san_route_spin_until(ts_ms(timeout));
 		struct san_fdsets saved;
@@ -655,6 +575,8 @@ static int ep_wait_common(const struct epcall *c, int epfd, struct epoll_event *
 		if (r != -2)
 			return r;
 	}
+	if (ms != 0 && san_rxwatch_any_quiet())
+		san_rxwatch_announce(); /* as in poll_common */
 	{
 		uint64_t until = san_route_spin_until(ms);
 

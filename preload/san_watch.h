@@ -1,7 +1,7 @@
 /*
  * preload — one wait's spin over the switched connections it watches in their rings
  * (core/san_rxwatch.h), the kernel asked only every so often for the rest of the wait's fds.
- * epoll_wait (a copy of its set's registrations: core/san_epshadow.h) and poll use it.
+ * epoll_wait uses it, with a copy of its set's registrations (core/san_epshadow.h).
  */
 #ifndef SAN_WATCH_H
 #define SAN_WATCH_H
