@@ -162,9 +162,9 @@ static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 	/*
 	 * Connections a receive or a wait left quiet (core/san_rxwatch.h): flags up before the
 	 * spin, whose looks at the kernel see only what a doorbell made readable; data there
-	 * already rings X now.
+	 * already rings X now. A poll that does not wait (timeout 0) must see it too.
 	 */
-	if (c->ms != 0 && unlikely(san_rxwatch_any_quiet()))
+	if (unlikely(san_rxwatch_any_quiet()))
 		san_rxwatch_announce();
 	if (unlikely(san_any_switched())) {
 		uint64_t until = san_route_spin_until(c->ms);
@@ -344,7 +344,7 @@ SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds
 		if (r != -2)
 			return r;
 	}
-	if (unlikely(san_rxwatch_any_quiet()) && (!timeout || timeout->tv_sec || timeout->tv_usec))
+	if (unlikely(san_rxwatch_any_quiet()))
 		san_rxwatch_announce(); /* as in poll_common */
 	if (unlikely(san_any_switched()) && nfds >= 0 && nfds <= FD_SETSIZE) {
 		int ms = !timeout ? -1 : timeout->tv_sec || timeout->tv_usec ? 1 : 0;
@@ -380,7 +380,7 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 		if (r != -2)
 			return r;
 	}
-	if (unlikely(san_rxwatch_any_quiet()) && ts_ms(timeout) != 0)
+	if (unlikely(san_rxwatch_any_quiet()))
 		san_rxwatch_announce(); /* as in poll_common */
 	if (unlikely(san_any_switched()) && nfds >= 0 && nfds <= FD_SETSIZE) {
 		uint64_t until = san_route_spin_until(ts_ms(timeout));
@@ -568,14 +568,17 @@ static int ep_wait_common(const struct epcall *c, int epfd, struct epoll_event *
 {
 	if (likely(!san_any_switched()))
 		return ep_real(c, epfd, ev, max, ms);
-	/* no spin (SANSWITCH_SPIN_US=0): the flags stay up, the kernel says it all */
-	if (ms != 0 && max > 0 && san_epshadow_any() && san_sock_spin_us()) {
+	/*
+	 * No spin (SANSWITCH_SPIN_US=0): the flags stay up, the kernel says it all. A wait that
+	 * does not wait (timeout 0) looks at the rings once: the quiet ones' data is there only.
+	 */
+	if (max > 0 && san_epshadow_any() && san_sock_spin_us()) {
 		int r = ep_watch(c, epfd, ev, max, ms);
 
 		if (r != -2)
 			return r;
 	}
-	if (ms != 0 && san_rxwatch_any_quiet())
+	if (san_rxwatch_any_quiet())
 		san_rxwatch_announce(); /* as in poll_common */
 	{
 		uint64_t until = san_route_spin_until(ms);
@@ -589,7 +592,7 @@ static int ep_wait_common(const struct epcall *c, int epfd, struct epoll_event *
 			}
 		}
 	}
-	if (ms != 0 && san_rxwatch_any_quiet())
+	if (san_rxwatch_any_quiet())
 		san_rxwatch_announce();
 	return ep_real(c, epfd, ev, max, ms);
 }

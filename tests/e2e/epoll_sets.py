@@ -11,7 +11,9 @@ half of them: a wait there could sleep while the others have requests); for each
 level-triggered set) or until EAGAIN (an edge-triggered one) and echoes what it read. The child
 sends, ROUNDS times, a request of 1 to 3000 bytes of seeded random data on each connection,
 then reads the echo of each, waiting with poll() in even rounds and select() in odd ones (a
-stall after 10 s). Then the connections sit
+stall after 10 s). Then 50 times on each connection: 100 bytes echoed (waited for in a
+level-triggered epoll set), one of them read, and a poll(), a select() and an epoll_wait() with a
+timeout of 0 must say the connection is readable ("zero_misses N" counts those that did not). Then the connections sit
 idle for 2 s while the parent waits on set A without a timeout, and the child reads the
 parent's CPU time (user + system, /proc) over those 2 s: a server asleep costs none.
 
@@ -79,6 +81,36 @@ if pid == 0:
         for c in conns:
             h.update(got[c.fileno()])
     print(f"echo sha256 {h.hexdigest()}", flush=True)
+    # A read that leaves bytes unread, then a wait that does not wait: it must say readable.
+    misses = 0
+    for r in range(50):
+        for c in conns:
+            c.setblocking(True)
+            c.sendall(b"z" * 100)
+            c.setblocking(False)
+            one = select.poll()
+            one.register(c.fileno(), select.POLLIN)
+            ep = select.epoll()  # level-triggered: the switch finds it in the ring
+            ep.register(c.fileno(), select.EPOLLIN)
+            ok = ep.poll(10)
+            ep.close()
+            if not ok:
+                print("client stall in the zero-timeout checks", flush=True)
+                os._exit(1)
+            time.sleep(0.002)  # the whole echo is there (one send of 100 bytes)
+            got = c.recv(1)
+            misses += not one.poll(0)
+            misses += not select.select([c], [], [], 0)[0]
+            ep = select.epoll()
+            ep.register(c.fileno(), select.EPOLLIN)
+            misses += not ep.poll(0)
+            ep.close()
+            while len(got) < 100:
+                try:
+                    got += c.recv(100)
+                except BlockingIOError:
+                    one.poll(10000)
+    print(f"zero_misses {misses}", flush=True)
     tck = os.sysconf("SC_CLK_TCK")
 
     def cpu():

@@ -5,7 +5,8 @@
 # TCP is the oracle by digest, then 3 preloaded runs of each mode, switched at both ends. The
 # waits find switched connections ready in their rings (core/san_rxwatch.h) with the peers'
 # doorbells off: every request must still be seen, in every set, no level-triggered event may
-# come for a connection with nothing to read (beyond a few: kernel TCP has none), and the server
+# come for a connection with nothing to read (beyond a few: kernel TCP has none), a poll or
+# select with timeout 0 after a read that left bytes must say readable, and the server
 # asleep in epoll_wait with idle connections must cost no CPU (2 s: at most 30 ms, a few clock
 # ticks). Set C is only looked at (timeout 0): holding half the connections, a wait there could
 # sleep while the others have requests, on kernel TCP too.
@@ -23,6 +24,8 @@ for mode in lt et; do
 		{ show "$out.out" "$out.err"; fail "$mode: kernel TCP run failed"; }
 	want=$(grep '^echo ' "$out.out")
 	[ -n "$want" ] || { show "$out.out" "$out.err"; fail "$mode: no digest from kernel TCP"; }
+	[ "$(sed -n 's/^zero_misses //p' "$out.out")" = 0 ] ||
+		{ show "$out.out" "$out.err"; fail "$mode: kernel TCP: a zero-timeout wait missed unread bytes"; }
 	[ "$(sed -n 's/^spurious //p' "$out.out")" = 0 ] ||
 		{ show "$out.out" "$out.err"; fail "$mode: kernel TCP had spurious level-triggered events"; }
 	for i in 1 2 3; do
@@ -37,6 +40,8 @@ for mode in lt et; do
 		idle=$(sed -n 's/^idle_ms //p' "$out.out")
 		[ -n "$sp" ] && [ "$sp" -le $((conns * rounds / 100)) ] ||
 			{ show "$out.out" "$out.err"; fail "$mode run $i: $sp spurious level-triggered events"; }
+		[ "$(sed -n 's/^zero_misses //p' "$out.out")" = 0 ] ||
+			{ show "$out.out" "$out.err"; fail "$mode run $i: a poll or select with timeout 0 missed unread bytes"; }
 		[ -n "$idle" ] && [ "$idle" -le 30 ] ||
 			{ show "$out.out" "$out.err"; fail "$mode run $i: the idle server took ${idle} ms of CPU in 2 s"; }
 		pids_switched "$out.out" "$out.err" "$conns" "$mode run $i"
