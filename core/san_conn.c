@@ -1623,7 +1623,6 @@ static void rx_take_bells(struct san_sock *s)
 	 * for the owed doorbells to land (microseconds: the peer is between two instructions
 	 * and a system call) and take them off too; bounded (SAN_CONN_BELL_WAITS).
 	 */
-	san_rxwatch_quiet_end(s);
 	san_shm_ring_cons_unarm(c);
 	san_shm_ring_cons_bells_drained(c);
 	/*
@@ -1684,9 +1683,13 @@ int san_conn_rx_arm(struct san_sock *s)
 		 */
 		if (!c->bell_coming && s->ylocal >= 0)
 			ring_self(s);
-		return 1;
 	}
-	return r < 0 ? 1 : 0;
+	/*
+	 * No longer quiet, now that X says what the ring holds (not before: a wait that found no
+	 * quiet connection would look at the kernel before the ring above reached X).
+	 */
+	san_rxwatch_quiet_end(s);
+	return r == 0 ? 0 : 1;
 }
 
 /*
@@ -1702,6 +1705,8 @@ int san_conn_rx_arm_quiet(struct san_sock *s)
 		return 1;
 	rx_take_bells(s);
 	r = san_shm_ring_cons_arm(&s->rxr);
+	if (r == 0)
+		san_rxwatch_quiet_end(s); /* armed; with data it stays quiet, the caller reports it */
 	return r != 0;
 }
 
@@ -1768,6 +1773,8 @@ void san_conn_close(struct san_sock *s)
 	socklen_t len = sizeof(lg);
 	bool reset;
 	int tries;
+
+	san_rxwatch_quiet_end(s); /* no wait will look for it again: off the count */
 
 	if (s->direct_out)
 		san_conn_direct_drop(s);

@@ -10,7 +10,7 @@
 #include "core/san_sock.h"
 #include "proto/san_wire.h"
 
-int san_rxwatch_nquiet; /* socks with rx_quiet set, give or take a race (announce recounts) */
+int san_rxwatch_nquiet; /* socks with rx_quiet set in this process (never fewer) */
 
 /* Switched both ways on shm, nothing pending that the kernel's path must report. Lock held. */
 static bool watchable(const struct san_sock *s)
@@ -125,8 +125,8 @@ void san_rxwatch_atfork_child(void)
 	/* the parent's watcher, maybe active in its loop: the child's loop is a new one */
 	memset(&tick, 0, sizeof(tick));
 	__atomic_store_n(&tick_on, 0, __ATOMIC_RELAXED);
-	/* the shared connections' flags are the parent's too: one announce recounts */
-	__atomic_store_n(&san_rxwatch_nquiet, 1, __ATOMIC_RELAXED);
+	/* the connections a fork shares were made quiet by the parent: its tick arms them */
+	__atomic_store_n(&san_rxwatch_nquiet, 0, __ATOMIC_RELAXED);
 }
 
 void san_rxwatch_quiet_end(struct san_sock *s)
@@ -179,17 +179,20 @@ void san_rxwatch_end(struct san_rxwatch *w, bool reported)
 static void announce(uint32_t before)
 {
 	struct san_sock **v;
-	int n, left = 0;
+	int n;
 
-	__atomic_store_n(&san_rxwatch_nquiet, 0, __ATOMIC_RELAXED);
+	/*
+	 * The count is not zeroed and recounted here: a wait of another thread that read it
+	 * between the two would take a quiet connection for none, and a poll(fd, 0) would say
+	 * "not readable" over data (t_epoll_sets' zero_misses). Each connection's end of quiet
+	 * takes itself off (san_rxwatch_quiet_end).
+	 */
 	n = san_sock_all(&v);
 	for (int i = 0; i < n; i++) {
 		struct san_sock *s = v[i];
 
 		san_sock_lock(s);
-		if (s->rx_quiet && before != UINT32_MAX && (int32_t)(s->quiet_at - before) >= 0) {
-			left++;
-		} else {
+		if (!(s->rx_quiet && before != UINT32_MAX && (int32_t)(s->quiet_at - before) >= 0)) {
 			/* arm: the flag up if the application read the ring empty, else X rung */
 			if (s->rx_quiet && s->rxr.sh)
 				(void)san_conn_rx_arm(s);
@@ -199,8 +202,6 @@ static void announce(uint32_t before)
 		san_sock_put(s);
 	}
 	free(v);
-	if (left)
-		__atomic_add_fetch(&san_rxwatch_nquiet, left, __ATOMIC_RELAXED);
 }
 
 void san_rxwatch_announce(void)
