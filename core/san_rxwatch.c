@@ -12,10 +12,26 @@
 
 int san_rxwatch_nquiet; /* socks with rx_quiet set in this process (never fewer) */
 
-/* Switched both ways on shm, nothing pending that the kernel's path must report. Lock held. */
+/*
+ * Another process holds the connection too (a fork shared it, docs/engine.md §7.1): its flag and
+ * rx_quiet are in the shared slot, but the quiet count, the tick and the list an announce walks
+ * are each process's, so a connection left quiet here would never be armed for the other's waits
+ * (nor, once this process closes its copy, leave this process's count). It keeps the kernel's path.
+ */
+static bool shared_by_fork(const struct san_sock *s)
+{
+	return __atomic_load_n(&s->holders, __ATOMIC_ACQUIRE) > 1;
+}
+
+/*
+ * Switched both ways on shm, held by this process alone and never changed in an epoll set while
+ * another held it (san_rxwatch_epoll_ctl), nothing pending that the kernel's path must report.
+ * Lock held.
+ */
 static bool watchable(const struct san_sock *s)
 {
-	return s->swapped && s->rx == SK_RX_SAN && s->rxr.sh && s->prov &&
+	return !shared_by_fork(s) && !__atomic_load_n(&s->ep_ctl_shared, __ATOMIC_RELAXED) &&
+	       s->swapped && s->rx == SK_RX_SAN && s->rxr.sh && s->prov &&
 	       s->prov->wire == SAN_PROV_SHM && !s->want_edges && !s->err && !s->peer_fin &&
 	       !s->anchor_dead && !s->rd_shut && !s->proc->orphan && !s->proc->closing &&
 	       !s->direct_out && !s->rxr.err;
@@ -80,7 +96,8 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 	announce(__atomic_add_fetch(&ticks, 1, __ATOMIC_RELAXED) - 1);
 	__atomic_store_n(&tick_on, 0, __ATOMIC_SEQ_CST);
 	/* one that went quiet meanwhile saw the tick off and asked again, or we go on */
-	if (san_rxwatch_any_quiet() && !__atomic_exchange_n(&tick_on, 1, __ATOMIC_SEQ_CST))
+	if (__atomic_load_n(&san_rxwatch_nquiet, __ATOMIC_SEQ_CST) &&
+	    !__atomic_exchange_n(&tick_on, 1, __ATOMIC_SEQ_CST))
 		return;
 	ev_timer_stop(loop, w);
 }
@@ -97,12 +114,21 @@ static void tick_start(void *arg)
 /* Left down, nobody watching: quiet until an arm, an announce, or the tick. Lock held. */
 static void quiet_begin(struct san_sock *s)
 {
+	if (shared_by_fork(s)) {
+		/* a fork came while a wait watched it: armed, as a connection that is not watched */
+		(void)san_conn_rx_arm(s);
+		return;
+	}
 	s->quiet_at = __atomic_load_n(&ticks, __ATOMIC_RELAXED);
 	if (!s->rx_quiet) {
 		s->rx_quiet = true;
-		__atomic_add_fetch(&san_rxwatch_nquiet, 1, __ATOMIC_RELAXED);
+		/*
+		 * seq_cst, as the load of tick_on below and on_tick's store and load: either the
+		 * tick's recount after its store sees this one, or the load here sees it off
+		 */
+		__atomic_add_fetch(&san_rxwatch_nquiet, 1, __ATOMIC_SEQ_CST);
 	}
-	if (!__atomic_load_n(&tick_on, __ATOMIC_RELAXED) &&
+	if (!__atomic_load_n(&tick_on, __ATOMIC_SEQ_CST) &&
 	    !__atomic_exchange_n(&tick_on, 1, __ATOMIC_SEQ_CST) &&
 	    san_engine_call(tick_start, NULL) != 0) {
 		/* no progress thread: not left quiet, the flag up now */
@@ -125,8 +151,26 @@ void san_rxwatch_atfork_child(void)
 	/* the parent's watcher, maybe active in its loop: the child's loop is a new one */
 	memset(&tick, 0, sizeof(tick));
 	__atomic_store_n(&tick_on, 0, __ATOMIC_RELAXED);
-	/* the connections a fork shares were made quiet by the parent: its tick arms them */
+	/* none was quiet when the fork came (san_rxwatch_unquiet): none is now */
 	__atomic_store_n(&san_rxwatch_nquiet, 0, __ATOMIC_RELAXED);
+}
+
+void san_rxwatch_epoll_ctl(int fd)
+{
+	struct san_sock *s = san_sock_get(fd);
+
+	if (!s)
+		return;
+	if (shared_by_fork(s))
+		__atomic_store_n(&s->ep_ctl_shared, true, __ATOMIC_RELAXED);
+	san_sock_put(s);
+}
+
+void san_rxwatch_unquiet(struct san_sock *s)
+{
+	if (s->rx_quiet && s->rxr.sh)
+		(void)san_conn_rx_arm(s); /* (ends its quiet) */
+	san_rxwatch_quiet_end(s);
 }
 
 void san_rxwatch_quiet_end(struct san_sock *s)

@@ -69,6 +69,24 @@ static inline bool san_rxwatch_any_quiet(void)
  */
 bool san_rxwatch_defer(struct san_sock *s);
 
+/*
+ * Armed if quiet, and off this process's count: before a fork copies or shares s
+ * (san_sock_atfork_prepare: a connection the fork shares must not stay quiet, the other
+ * process's waits and tick would never arm it, and the child's count starts at 0), and when
+ * this process's close lets go of it (another process may go on with it; the count must not
+ * keep the tick running for a connection no announce here will find). Lock held.
+ */
+void san_rxwatch_unquiet(struct san_sock *s);
+
+/*
+ * A successful epoll_ctl MOD or DEL of fd. Sets that existed at a fork are the family's: a
+ * process's copy of one (core/san_epshadow.h) does not see another's changes. The child does
+ * not use its copies; the parent keeps its own (a forking server's, redis' BGSAVE), and only
+ * connections the fork shared can be in both, so one changed while shared is never watched
+ * again: its readiness comes from the kernel.
+ */
+void san_rxwatch_epoll_ctl(int fd);
+
 /* A fork child: the tick is the parent's. */
 void san_rxwatch_atfork_child(void);
 

@@ -2837,6 +2837,7 @@ static void fork_prepare_one(struct fork_rec *r, bool cand)
 {
 	struct san_sock *s = r->s;
 
+	san_rxwatch_unquiet(s);
 	if (cand)
 		s->fork_base_ok = !s->dropped && !s->attempted && s->rx == SK_RX_TCP &&
 				  s->tx == SK_TX_TCP &&
@@ -3474,6 +3475,7 @@ bool san_sock_on_close(int fd)
 				break;
 		}
 	}
+	san_rxwatch_unquiet(s); /* its data, if any, on X for the waits of whoever goes on */
 	/*
 	 * A connection a fork shared ends when the last process lets go, as a TCP socket does:
 	 * until then the others go on with it, and this process only drops its copies.

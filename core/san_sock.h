@@ -210,6 +210,12 @@ struct san_sock {
 	 * (core/san_rxwatch.c): until then only the preload's waits know that X is readable.
 	 */
 	bool rx_quiet;
+	/*
+	 * An epoll_ctl changed or removed a registration of it while a fork shared it: a copy of
+	 * that set in another process of the family may be wrong now (core/san_epshadow.h), so
+	 * no wait watches its ring again (san_rxwatch.c watchable).
+	 */
+	bool ep_ctl_shared;
 	uint32_t quiet_at; /* the progress thread's tick when it went quiet (san_rxwatch.c) */
 	/* Direct grant (protocol.md "Direct grant on shm"): the application's buffer, written
 	 * by the peer with process_vm_writev while a blocking receive sleeps. */

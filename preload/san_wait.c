@@ -459,6 +459,8 @@ SAN_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	/* the copy a wait reads switched connections' readiness from (ep_watch) */
 	if (ret == 0 && (unlikely(managed) || (op == EPOLL_CTL_DEL && san_epshadow_any())))
 		san_epshadow_ctl(epfd, op, fd, ev);
+	if (ret == 0 && unlikely(managed) && op != EPOLL_CTL_ADD)
+		san_rxwatch_epoll_ctl(fd); /* (a set's copy in another process of a fork) */
 	return ret;
 }
 
