@@ -447,7 +447,8 @@ int san_shm_ring_cons_skip(struct san_shm_cons *c)
 		return c->err;
 	if (!c->peek_end)
 		return -EINVAL;
-	c->rd = c->peek_end;
+	/* atomic: a watching wait reads it without the lock (san_rxwatch_ready) */
+	__atomic_store_n(&c->rd, c->peek_end, __ATOMIC_RELAXED);
 	c->peek_end = 0;
 	c->seq++;
 	return 0;
