@@ -508,6 +508,14 @@ static int ep_look(void *arg)
 	return ep_real(l->c, l->epfd, l->ev, l->max, 0);
 }
 
+static bool ep_index_in(const int *v, int n, int k)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == k)
+			return true;
+	return false;
+}
+
 /*
  * A wait over a set with switched connections in it (level-triggered input, as the copy of
  * the set says): their readiness from their rings (preload/san_watch.h). -2: this set cannot be
@@ -543,17 +551,37 @@ static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, in
 				if ((r = ep_look(&l)) < 0)
 					r = 0;
 			}
-		/* after what the kernel returned: one it reported too (a doorbell) is not repeated */
-		for (int j = 0; j < x.n; j++) {
-			const struct epoll_event *e = &ent[x.key[j]].ev;
+		/*
+		 * After what the kernel returned. One it reported too (EPOLLOUT, or a doorbell) gets
+		 * the ring's input added to its entry: dropped, a level-triggered EPOLLIN|EPOLLOUT
+		 * registration would be reported writable only, over and over, while its input
+		 * waits. The kernel's entries name no fd, only the application's data: each takes
+		 * the input of one watched connection at most (two registered with the same data
+		 * stay two events), and only the ones the kernel returned (kernel_n).
+		 */
+		{
+			int merged[SAN_WATCH_MAX], nmerged = 0, kernel_n = r;
 
-			put[j] = x.ready[j] && r < max;
-			for (int k = 0; put[j] && k < r; k++)
-				if (ev[k].data.u64 == e->data.u64)
+			for (int j = 0; j < x.n; j++) {
+				const struct epoll_event *e = &ent[x.key[j]].ev;
+				uint32_t in = e->events & (EPOLLIN | EPOLLRDNORM);
+				int k = 0;
+
+				put[j] = x.ready[j];
+				if (!put[j])
+					continue;
+				while (k < kernel_n && (ev[k].data.u64 != e->data.u64 ||
+							ep_index_in(merged, nmerged, k)))
+					k++;
+				if (k < kernel_n) {
+					ev[k].events |= in;
+					merged[nmerged++] = k;
+				} else if (r < max) {
+					ev[r++] = (struct epoll_event){ .events = in, .data = e->data };
+				} else {
 					put[j] = false;
-			if (put[j])
-				ev[r++] = (struct epoll_event){ .events = e->events & (EPOLLIN | EPOLLRDNORM),
-								.data = e->data };
+				}
+			}
 		}
 		san_watch_done(&x, put);
 		return r;
