@@ -1,5 +1,6 @@
 /* core — a copy of the epoll registrations of managed connections (san_epshadow.h). */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,15 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct epshadow **sets; /* by epoll fd number */
 static int nsets;	       /* size of sets */
 static int live;	       /* sets in use (a close of any fd looks only while there are) */
+
+/*
+ * The numbers epoll_create gave (by number, a bit each): a dup of one may come before its copy
+ * exists. A bit left by a close is harmless: a dup of that number then only makes copies that
+ * are never used.
+ */
+static uint64_t *epfds;
+static int nepfds; /* bits in epfds */
+static bool any_epfd;
 
 bool san_epshadow_any(void)
 {
@@ -91,6 +101,59 @@ void san_epshadow_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 		h->e[h->n++] = (struct san_epshadow_ent){ fd, *ev };
 	}
 out:
+	pthread_mutex_unlock(&lock);
+}
+
+void san_epshadow_created(int epfd)
+{
+	if (epfd < 0)
+		return;
+	pthread_mutex_lock(&lock);
+	if (epfd >= nepfds) {
+		int n = nepfds ? nepfds : 1024;
+		uint64_t *v;
+
+		while (n <= epfd)
+			n *= 2;
+		if (!(v = realloc(epfds, (size_t)n / 8))) {
+			/* cannot follow its dups: no copy of it is ever used */
+			struct epshadow *h = set_get(epfd, true);
+
+			if (h)
+				h->inherited = true;
+			goto out;
+		}
+		memset(v + nepfds / 64, 0, (size_t)(n - nepfds) / 8);
+		epfds = v;
+		nepfds = n;
+	}
+	epfds[epfd / 64] |= 1ull << (epfd % 64);
+	__atomic_store_n(&any_epfd, true, __ATOMIC_RELAXED);
+out:
+	pthread_mutex_unlock(&lock);
+}
+
+static void untrust_locked(int epfd)
+{
+	struct epshadow *h = set_get(epfd, true);
+
+	if (h) {
+		h->inherited = true;
+		h->n = 0;
+	}
+}
+
+void san_epshadow_dup(int oldfd, int newfd)
+{
+	if (!__atomic_load_n(&any_epfd, __ATOMIC_RELAXED) && !san_epshadow_any())
+		return;
+	pthread_mutex_lock(&lock);
+	if ((oldfd >= 0 && oldfd < nsets && sets[oldfd]) ||
+	    (oldfd >= 0 && oldfd < nepfds && (epfds[oldfd / 64] & (1ull << (oldfd % 64))))) {
+		/* two numbers, one set: a change through either leaves the other's copy wrong */
+		untrust_locked(oldfd);
+		untrust_locked(newfd);
+	}
 	pthread_mutex_unlock(&lock);
 }
 

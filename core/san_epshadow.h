@@ -5,8 +5,9 @@
  *
  * Only what goes through our epoll_ctl is seen. The copy is used only where it cannot lie
  * about what the kernel holds: a set whose number was closed is forgotten, a number closed
- * leaves every set, and a fork child does not use the copies it inherited (it shares the
- * kernel's sets with its parent, which may change them behind its back).
+ * leaves every set, a set with a second number (a dup) is not used, and a fork child does not
+ * use the copies it inherited (it shares the kernel's sets with its parent, which may change
+ * them behind its back).
  */
 #ifndef SAN_EPSHADOW_H
 #define SAN_EPSHADOW_H
@@ -21,6 +22,16 @@ struct san_epshadow_ent {
 
 /* After a successful epoll_ctl(epfd, op, fd, ev) of a managed fd (or any DEL). */
 void san_epshadow_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
+
+/* epoll_create made epfd (a dup of it, san_epshadow_dup, may come before its first copy). */
+void san_epshadow_created(int epfd);
+
+/*
+ * dup(), dup2(), dup3(), F_DUPFD: if oldfd is an epoll set, the set has two numbers, and a change
+ * through one would leave the other's copy wrong: neither copy is used from now on (the kernel's
+ * path), until the number is closed.
+ */
+void san_epshadow_dup(int oldfd, int newfd);
 
 /* fd's number is closed (or reused): as an epoll set, and as a member of every set. */
 void san_epshadow_forget(int fd);

@@ -224,6 +224,9 @@ void san_track_dup(int oldfd, int newfd)
 {
 	int state;
 
+	/* an epoll set with two numbers: its copy is not used (not a vfork child's dup) */
+	if (san_fdtable_owned())
+		san_epshadow_dup(oldfd, newfd);
 	/* Two fds, one connection from now on: the statistics must count it once (san_stats.c). */
 	san_fd_set_flags(oldfd, SAN_FDF_DUP, 0);
 	state = san_fd_copy(oldfd, newfd);

@@ -411,8 +411,10 @@ SAN_EXPORT int epoll_create(int size)
 	if (unlikely(!fn))
 		return san_enosys();
 	fd = fn(size);
-	if (fd >= 0)
+	if (fd >= 0) {
 		san_track_new(fd, __func__);
+		san_epshadow_created(fd);
+	}
 	return fd;
 }
 
@@ -424,8 +426,10 @@ SAN_EXPORT int epoll_create1(int flags)
 	if (unlikely(!fn))
 		return san_enosys();
 	fd = fn(flags);
-	if (fd >= 0)
+	if (fd >= 0) {
 		san_track_new(fd, __func__);
+		san_epshadow_created(fd);
+	}
 	return fd;
 }
 

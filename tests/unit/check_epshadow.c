@@ -148,6 +148,46 @@ START_TEST(test_fork_child)
 END_TEST
 
 /*
+ * A set with a second number (dup, dup2, F_DUPFD): a change through either would leave the
+ * other's copy wrong, so neither is used (-1), even a copy begun only after the dup; a dup of a
+ * number that is no epoll set changes nothing. A set's number closed ends it.
+ */
+START_TEST(test_dup)
+{
+	struct san_epshadow_ent out[4];
+	struct epoll_event e = ev_of(EPOLLIN, 1);
+
+	forget_all();
+	san_epshadow_created(60);
+	san_epshadow_ctl(60, EPOLL_CTL_ADD, 12, &e);
+	REQUIRE(san_epshadow_level_in(60, out, 4) == 1);
+	san_epshadow_dup(60, 61);
+	REQUIRE(san_epshadow_level_in(60, out, 4) == -1);
+	san_epshadow_ctl(61, EPOLL_CTL_ADD, 13, &e); /* through the second number: no copy */
+	REQUIRE(san_epshadow_level_in(61, out, 4) == -1);
+	san_epshadow_ctl(60, EPOLL_CTL_ADD, 14, &e);
+	REQUIRE(san_epshadow_level_in(60, out, 4) == -1);
+
+	/* a set with no copy yet when it is duplicated: none is begun later */
+	san_epshadow_created(62);
+	san_epshadow_dup(62, 63);
+	san_epshadow_ctl(62, EPOLL_CTL_ADD, 12, &e);
+	REQUIRE(san_epshadow_level_in(62, out, 4) == -1);
+
+	/* no epoll set: nothing */
+	san_epshadow_dup(64, 65);
+	san_epshadow_ctl(65, EPOLL_CTL_ADD, 12, &e); /* (as if 65 were reused for a set) */
+	REQUIRE(san_epshadow_level_in(65, out, 4) == 1);
+
+	/* closed: a new set on the number is followed again */
+	san_epshadow_forget(60);
+	san_epshadow_ctl(60, EPOLL_CTL_ADD, 12, &e);
+	REQUIRE(san_epshadow_level_in(60, out, 4) == 1);
+	forget_all();
+}
+END_TEST
+
+/*
  * The spin budget: a spin that ran out before data that came within SANSWITCH_SPIN_US makes the
  * next spins about that long (1.5x); one the peer answered from this CPU, or later than
  * SPIN_US, does not; failures halve it, down to a sixteenth.
@@ -187,6 +227,7 @@ Suite *make_epshadow_suite(void)
 	tcase_add_test(tc, test_level_in_only);
 	tcase_add_test(tc, test_forget);
 	tcase_add_test(tc, test_fork_child);
+	tcase_add_test(tc, test_dup);
 	tcase_add_test(tc, test_spin_late);
 	suite_add_tcase(s, tc);
 	return s;
