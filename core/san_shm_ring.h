@@ -268,6 +268,7 @@ struct san_shm_cons {
 	bool armed;
 	uint32_t bells_due;
 	uint8_t bell_giveups; /* waits for bells_due that ran out (san_conn_rx_arm) */
+	uint32_t bells_late;  /* owed, not landed when the wait ran out: taken off when they do */
 	uint32_t bells_at;    /* the producer's bells count when we last drained X */
 	uint32_t bells_self;  /* doorbells we rang on our own X since (san_conn.c ring_self) */
 };
