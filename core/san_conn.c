@@ -187,6 +187,8 @@ static int commit(struct san_sock *s, bool data)
 	if (c == 1) {
 		if (san_fault(SAN_FAULT_BELL_LATE) && s->prov == &san_prov_shm)
 			(void)nanosleep(&(struct timespec){ 0, 300 * 1000 }, NULL);
+		if (san_fault(SAN_FAULT_BELL_STUCK) && s->prov == &san_prov_shm)
+			(void)nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
 		s->prov->ring_peer(s);
 	}
 	if (c < 0) {
