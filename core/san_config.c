@@ -72,15 +72,16 @@ static const char *const san_fault_names[SAN_FAULT_NR] = {
 	[SAN_FAULT_BELL_LATE] = "bell_late",
 	[SAN_FAULT_FORK_DIE_LOCKED] = "fork_die_locked",
 	[SAN_FAULT_FORK_NOMEM] = "fork_nomem",
+	[SAN_FAULT_BELL_STUCK] = "bell_stuck",
 };
 /* clang-format on */
 
 /* The accepted values, as the warnings print them. */
 #define SAN_FAULT_LIST \
 	"reg_fail,alloc_fail,cma_fail,side_refuse,side_drop,mark_bad,src_late,ring_garbage," \
-	"counts_busy,bell_late,fork_die_locked,fork_nomem"
+	"counts_busy,bell_late,fork_die_locked,fork_nomem,bell_stuck"
 
-_Static_assert(SAN_FAULT_NR == 12, "a new fault needs its name in san_fault_names[] and "
+_Static_assert(SAN_FAULT_NR == 13, "a new fault needs its name in san_fault_names[] and "
 				  "SAN_FAULT_LIST, and a line in man/libsanswitch.7");
 _Static_assert(SAN_FAULT_NR <= 32, "faults are a 32-bit mask");
 

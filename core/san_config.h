@@ -58,6 +58,7 @@ enum san_fault {
 	SAN_FAULT_BELL_LATE,   /* shm: a producer that took the peer's flag rings 300 us later */
 	SAN_FAULT_FORK_DIE_LOCKED, /* a fork child sharing a connection dies in its first send, locked */
 	SAN_FAULT_FORK_NOMEM,  /* fork(): no memory for the child's records of its connections */
+	SAN_FAULT_BELL_STUCK,  /* shm: as bell_late, 50 ms: longer than a reader waits for it */
 	SAN_FAULT_NR,
 };
 

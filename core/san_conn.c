@@ -8,6 +8,7 @@
 #include "core/san_config.h"
 #include "core/san_log.h"
 #include "core/san_owner.h"
+#include "core/san_rxwatch.h"
 #include "core/san_shm_cma.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
@@ -17,6 +18,7 @@
 #include "proto/san_frame.h"
 #include "proto/san_msg.h"
 #include "proto/san_upgrade.h"
+#include "proto/san_wire.h"
 
 /*
  * Largest DATA payload per frame. Bigger frames mean fewer seals per byte; the ring must hold
@@ -51,6 +53,7 @@ static void ring_self(struct san_sock *s)
 	if (s->ylocal < 0)
 		return;
 	san_sock_ring_self(s);
+	san_rxwatch_quiet_end(s);
 	s->rxr.bells_due++;
 	s->rxr.bells_self++;
 }
@@ -184,6 +187,8 @@ static int commit(struct san_sock *s, bool data)
 	if (c == 1) {
 		if (san_fault(SAN_FAULT_BELL_LATE) && s->prov == &san_prov_shm)
 			(void)nanosleep(&(struct timespec){ 0, 300 * 1000 }, NULL);
+		if (san_fault(SAN_FAULT_BELL_STUCK) && s->prov == &san_prov_shm)
+			(void)nanosleep(&(struct timespec){ 0, 50 * 1000 * 1000 }, NULL);
 		s->prov->ring_peer(s);
 	}
 	if (c < 0) {
@@ -1623,6 +1628,18 @@ static void rx_take_bells(struct san_sock *s)
 	san_shm_ring_cons_unarm(c);
 	san_shm_ring_cons_bells_drained(c);
 	/*
+	 * Nothing owed: X holds no doorbell, so no system call. On shm every doorbell is rung
+	 * by a producer that took our flag (counted in bells_due by the unarm above, or by the
+	 * arm that found data), or by ourselves (ring_self counts it too), unless the consumer
+	 * asked for one per commit (want_edges: those take no flag, so only the drain knows).
+	 * A request/response connection whose waits watch its ring (core/san_rxwatch.h) has
+	 * its flag down while the peer commits: no doorbell, and no receive here (there were
+	 * two per request, a doorbell and an EAGAIN).
+	 */
+	if (!c->bells_due && !c->bells_late && !s->want_edges && s->prov &&
+	    s->prov->wire == SAN_PROV_SHM)
+		return;
+	/*
 	 * Given up: at worst, one spurious wake-up later. The flag is in memory the peer can
 	 * write: one that keeps clearing it would make every wait here run out, so after
 	 * SAN_CONN_BELL_GIVEUPS of them the connection waits no more.
@@ -1631,8 +1648,14 @@ static void rx_take_bells(struct san_sock *s)
 	for (int waits = 0;; waits++) {
 		int n = rx_drain(s);
 
-		if (n < 0 || (uint32_t)n >= c->bells_due)
+		if (n < 0)
 			break;
+		if ((uint32_t)n >= c->bells_due) {
+			/* the rest were late ones landing now (not waited for) */
+			n -= (int)c->bells_due;
+			c->bells_late -= (uint32_t)n < c->bells_late ? (uint32_t)n : c->bells_late;
+			break;
+		}
 		c->bells_due -= (uint32_t)n;
 		if (waits == max_waits) {
 			if (max_waits) {
@@ -1640,6 +1663,11 @@ static void rx_take_bells(struct san_sock *s)
 					  s->fd, c->bells_due, SAN_CONN_BELL_WAITS);
 				c->bell_giveups++;
 			}
+			/*
+			 * Still owed: one that lands later would leave X readable over an empty
+			 * ring, so the next arm drains X for it even with nothing else owed.
+			 */
+			c->bells_late += c->bells_due;
 			break;
 		}
 		(void)san_sys_poll(&(struct pollfd){ s->xfd, POLLIN, 0 }, 1, 1);
@@ -1669,9 +1697,31 @@ int san_conn_rx_arm(struct san_sock *s)
 		 */
 		if (!c->bell_coming && s->ylocal >= 0)
 			ring_self(s);
-		return 1;
 	}
-	return r < 0 ? 1 : 0;
+	/*
+	 * No longer quiet, now that X says what the ring holds (not before: a wait that found no
+	 * quiet connection would look at the kernel before the ring above reached X).
+	 */
+	san_rxwatch_quiet_end(s);
+	return r == 0 ? 0 : 1;
+}
+
+/*
+ * The same, for a wait that watches the ring itself (core/san_rxwatch.c): data found is the
+ * caller's to report, so X is not rung for it (the flag stays down until the application reads
+ * the ring empty). 1: data or the end of the stream; 0: armed.
+ */
+int san_conn_rx_arm_quiet(struct san_sock *s)
+{
+	int r;
+
+	if (s->err || s->peer_fin || s->anchor_dead)
+		return 1;
+	rx_take_bells(s);
+	r = san_shm_ring_cons_arm(&s->rxr);
+	if (r == 0)
+		san_rxwatch_quiet_end(s); /* armed; with data it stays quiet, the caller reports it */
+	return r != 0;
 }
 
 /*
@@ -1737,6 +1787,8 @@ void san_conn_close(struct san_sock *s)
 	socklen_t len = sizeof(lg);
 	bool reset;
 	int tries;
+
+	san_rxwatch_quiet_end(s); /* no wait will look for it again: off the count */
 
 	if (s->direct_out)
 		san_conn_direct_drop(s);

@@ -1,6 +1,7 @@
 /* core — shm provider: the SPSC frame ring, its index checks and its doorbell flags. */
 #include <endian.h>
 #include <errno.h>
+#include <sched.h>
 #include <string.h>
 
 #include "core/san_shm_ring.h"
@@ -218,6 +219,16 @@ static bool take_armed(struct san_shm_ring_shared *sh, uint64_t end, bool at_end
 	return false;
 }
 
+/* prod_cpu: a store only when it changes (the line is ours, and hot: prod is on it). */
+static void note_cpu(struct san_shm_prod *p)
+{
+	int cpu = sched_getcpu();
+	uint32_t v = cpu >= 0 ? (uint32_t)cpu + 1 : 0;
+
+	if (atomic_load_explicit(&p->sh->prod_cpu, memory_order_relaxed) != v)
+		atomic_store_explicit(&p->sh->prod_cpu, v, memory_order_relaxed);
+}
+
 int san_shm_ring_prod_commit(struct san_shm_prod *p)
 {
 	uint64_t mask = p->size - 1;
@@ -249,6 +260,7 @@ int san_shm_ring_prod_commit(struct san_shm_prod *p)
 	 * publishes the frame bytes above. Its old value is the peer's to scribble: ignored.
 	 */
 	atomic_exchange_explicit(&p->sh->prod, p->prod, memory_order_seq_cst);
+	note_cpu(p);
 	if (take_armed(p->sh, p->prod, false))
 		return 1;
 	return atomic_load_explicit(&p->sh->cons_edges, memory_order_relaxed) != 0;
@@ -435,7 +447,8 @@ int san_shm_ring_cons_skip(struct san_shm_cons *c)
 		return c->err;
 	if (!c->peek_end)
 		return -EINVAL;
-	c->rd = c->peek_end;
+	/* atomic: a watching wait reads it without the lock (san_rxwatch_ready) */
+	__atomic_store_n(&c->rd, c->peek_end, __ATOMIC_RELAXED);
 	c->peek_end = 0;
 	c->seq++;
 	return 0;

@@ -190,7 +190,14 @@ struct san_shm_ring_shared {
 	 * (san_shm_ring_bells_since). A producer that predates the field leaves it 0.
 	 */
 	_Atomic uint32_t bells;
-	uint8_t rsvd1[SAN_SHM_RING_BLOCK - 16];
+	/*
+	 * The CPU the producer last committed on, plus one (0: not known, or a producer that
+	 * predates the field). A consumer about to spin for the next frame does not when the
+	 * producer was last seen on its own CPU: there the spin would take the time the producer
+	 * needs to write it (san_shm_ring_cons_peer_cpu). A hint; the peer may write anything.
+	 */
+	_Atomic uint32_t prod_cpu;
+	uint8_t rsvd1[SAN_SHM_RING_BLOCK - 20];
 	/* Block 2: the consumer's line. */
 	_Atomic uint64_t cons;	     /* bytes released, ever */
 	_Atomic uint32_t prod_armed; /* 1: producer sleeps, wants space (set by producer) */
@@ -261,6 +268,7 @@ struct san_shm_cons {
 	bool armed;
 	uint32_t bells_due;
 	uint8_t bell_giveups; /* waits for bells_due that ran out (san_conn_rx_arm) */
+	uint32_t bells_late;  /* owed, not landed when the wait ran out: taken off when they do */
 	uint32_t bells_at;    /* the producer's bells count when we last drained X */
 	uint32_t bells_self;  /* doorbells we rang on our own X since (san_conn.c ring_self) */
 };
@@ -414,6 +422,12 @@ void san_shm_ring_cons_disarm(struct san_shm_cons *c);
 void san_shm_ring_prod_bell(struct san_shm_prod *p);
 void san_shm_ring_cons_bells_drained(struct san_shm_cons *c);
 uint32_t san_shm_ring_cons_bells_since(const struct san_shm_cons *c);
+
+/* The producer's CPU at its last commit, plus one; 0 if not known (prod_cpu). */
+static inline uint32_t san_shm_ring_cons_peer_cpu(const struct san_shm_cons *c)
+{
+	return atomic_load_explicit(&c->sh->prod_cpu, memory_order_relaxed);
+}
 
 /* Ask for a doorbell after every commit (on), or only when armed (off): cons_edges. */
 void san_shm_ring_cons_edges(struct san_shm_cons *c, bool on);

@@ -14,6 +14,8 @@
 #include "core/san_config.h"
 #include "core/san_core.h"
 #include "core/san_epoll_early.h"
+#include "core/san_epshadow.h"
+#include "core/san_rxwatch.h"
 #include "core/san_fdtable.h"
 #include "core/san_forked.h"
 #include "core/san_log.h"
@@ -121,6 +123,24 @@ struct san_sock *san_sock_get(int fd)
 		s->proc->refs++;
 	pthread_mutex_unlock(&reg_lock);
 	return s;
+}
+
+int san_sock_all(struct san_sock ***out)
+{
+	struct san_sock *s, **v;
+	int n = 0, cap = 0;
+
+	pthread_mutex_lock(&reg_lock);
+	for (s = reg_list; s; s = s->proc->next)
+		cap++;
+	v = cap ? malloc((size_t)cap * sizeof(*v)) : NULL;
+	for (s = reg_list; v && s && n < cap; s = s->proc->next) {
+		s->proc->refs++;
+		v[n++] = s;
+	}
+	pthread_mutex_unlock(&reg_lock);
+	*out = v;
+	return n;
 }
 
 /*
@@ -2339,9 +2359,12 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			 * armed), and an edge-triggered waiter, told by the short read that it
 			 * drained the socket, waits for a new edge (TCP gives one per arrival).
 			 * rx_arm rings X itself when it finds frames: that is the edge.
+			 * A connection the waits watch in its ring (core/san_rxwatch.h), its flag
+			 * down, is left so, quiet (san_rxwatch_defer): armed now, its peer would
+			 * ring for the next request, which our next wait's spin is about to see.
 			 */
 			if (r > 0 && !(flags & MSG_PEEK) &&
-			    ((size_t)r < total - done || !san_conn_rx_ready(s)))
+			    ((size_t)r < total - done || !san_conn_rx_ready(s)) && !san_rxwatch_defer(s))
 				(void)san_conn_rx_arm(s);
 			/*
 			 * Empty: whoever waits next (we, or the application in poll/epoll) sleeps
@@ -2819,6 +2842,7 @@ static void fork_prepare_one(struct fork_rec *r, bool cand)
 {
 	struct san_sock *s = r->s;
 
+	san_rxwatch_unquiet(s);
 	if (cand)
 		s->fork_base_ok = !s->dropped && !s->attempted && s->rx == SK_RX_TCP &&
 				  s->tx == SK_TX_TCP &&
@@ -3277,6 +3301,8 @@ void san_sock_atfork_child(void)
 
 	pthread_mutex_init(&reg_lock, NULL);
 	san_ep_early_atfork_child();
+	san_epshadow_atfork_child();
+	san_rxwatch_atfork_child();
 	n_tx_mute = 0;
 	b_untouched = 0;
 	san_prov_atfork_child();
@@ -3454,6 +3480,7 @@ bool san_sock_on_close(int fd)
 				break;
 		}
 	}
+	san_rxwatch_unquiet(s); /* its data, if any, on X for the waits of whoever goes on */
 	/*
 	 * A connection a fork shared ends when the last process lets go, as a TCP socket does:
 	 * until then the others go on with it, and this process only drops its copies.
@@ -3508,6 +3535,28 @@ unsigned int san_sock_spin_us(void)
 	unsigned int b = __atomic_load_n(&spin_budget_us, __ATOMIC_RELAXED);
 
 	return b && b <= san_cfg.spin_us ? b : san_cfg.spin_us;
+}
+
+/*
+ * The spin ran out, and the sleep after it ended with something after waited_ns in all (from
+ * the wait's start). Halving alone has two stable states: a budget above the peer's
+ * turnaround keeps finding (it stays), one below it always fails (it stays too, at the floor),
+ * and a request/response server whose client answers in 10 us stuck at 3 us, sleeping and
+ * being rung for every request. A wait that ended within SPIN_US would have been caught by
+ * a spin of about that length: the budget becomes that, with a margin. Not when the peer
+ * answered from this very CPU (peer_here): there our sleep is what let it run, and a longer
+ * spin would only have delayed it.
+ */
+void san_sock_spin_late(uint64_t waited_ns, bool peer_here)
+{
+	uint64_t us = waited_ns / 1000u, want = us + us / 2 + 1;
+
+	if (!san_cfg.spin_us || peer_here || us > san_cfg.spin_us)
+		return;
+	if (want > san_cfg.spin_us)
+		want = san_cfg.spin_us;
+	if (want > san_sock_spin_us())
+		__atomic_store_n(&spin_budget_us, (unsigned int)want, __ATOMIC_RELAXED);
 }
 
 void san_sock_spin_result(bool found)

@@ -205,6 +205,19 @@ struct san_sock {
 	bool anchor_watch; /* the engine watches the anchor */
 
 	bool want_edges;  /* an EPOLLET registration was made: a doorbell per arrival (rxr) */
+	/*
+	 * A wait that watched the ring itself reported data while our flag was down: X was not
+	 * rung for it. Cleared by the next arm (the application read) or by an announce
+	 * (core/san_rxwatch.c): until then only the preload's waits know that X is readable.
+	 */
+	bool rx_quiet;
+	/*
+	 * An epoll_ctl changed or removed a registration of it while a fork shared it: a copy of
+	 * that set in another process of the family may be wrong now (core/san_epshadow.h), so
+	 * no wait watches its ring again (san_rxwatch.c watchable).
+	 */
+	bool ep_ctl_shared;
+	uint32_t quiet_at; /* the progress thread's tick when it went quiet (san_rxwatch.c) */
 	/* Direct grant (protocol.md "Direct grant on shm"): the application's buffer, written
 	 * by the peer with process_vm_writev while a blocking receive sleeps. */
 	bool direct_off;     /* a direct write failed (CMA refused): none on this connection */
@@ -403,6 +416,8 @@ void san_sock_touch_fd(int fd);
 unsigned int san_sock_spin_us(void);
 /* A spin ended: it found something (true) or ran out (false); adapts san_sock_spin_us(). */
 void san_sock_spin_result(bool found);
+/* A spin ran out, and the sleep after it ended waited_ns after the wait began. */
+void san_sock_spin_late(uint64_t waited_ns, bool peer_here);
 
 /* Internal to core/: the registry and the pieces the upgrade and the data path share. */
 void san_sock_drop(struct san_sock *s, unsigned int reason);
@@ -487,6 +502,9 @@ bool san_conn_peer_unread(struct san_sock *s);
 bool san_conn_ctrl_ahead(struct san_sock *s, uint8_t type);
 size_t san_conn_rx_bytes(struct san_sock *s);
 int san_conn_rx_arm(struct san_sock *s);
+int san_conn_rx_arm_quiet(struct san_sock *s);
+/* Every sock of the process, each with a reference (san_sock_put each, free the array). */
+int san_sock_all(struct san_sock ***out);
 void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovcnt);
 bool san_conn_direct_settle(struct san_sock *s);
 void san_conn_direct_drop(struct san_sock *s);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core/san_epoll_early.h"
+#include "core/san_epshadow.h"
 #include "core/san_stats.h"
 #include "core/san_stats_conn.h"
 #include "core/san_sys.h"
@@ -37,6 +38,7 @@ void san_track_new(int fd, const char *call)
 	enum san_fd_state old;
 
 	san_track_stale_slot(fd);
+	san_epshadow_forget(fd); /* a number a close we never saw left in a copy of a set */
 	old = san_fd_clear(fd);
 	if (unlikely(old != SAN_FD_UNTRACKED))
 		san_debug("fd %d: stale %s entry dropped by %s", fd, san_fd_state_name(old), call);
@@ -171,6 +173,9 @@ void san_track_close(int fd)
 {
 	enum san_fd_state old;
 
+	/* an epoll set (untracked), or a member of sets: the copies go (not a vfork child's) */
+	if (unlikely(san_epshadow_any()) && san_fdtable_owned())
+		san_epshadow_forget(fd);
 	if (likely(!san_fd_get(fd)))
 		return;
 	/* A vfork child's close is its own: the parent's entry and counts stay (san_fdtable.c). */
@@ -195,6 +200,7 @@ void san_track_close_range(unsigned int first, unsigned int last)
 		return;
 	/* A tracked fd 2 in the range stays that socket until the real call: no log into it. */
 	quiet = first <= STDERR_FILENO && last >= STDERR_FILENO && san_fd_get(STDERR_FILENO);
+	san_epshadow_forget_range(first, last);
 	for (fd = first; fd < hw && fd <= last; fd++) {
 		struct san_fd *f = san_fd_get((int)fd);
 
@@ -218,6 +224,9 @@ void san_track_dup(int oldfd, int newfd)
 {
 	int state;
 
+	/* an epoll set with two numbers: its copy is not used (not a vfork child's dup) */
+	if (san_fdtable_owned())
+		san_epshadow_dup(oldfd, newfd);
 	/* Two fds, one connection from now on: the statistics must count it once (san_stats.c). */
 	san_fd_set_flags(oldfd, SAN_FDF_DUP, 0);
 	state = san_fd_copy(oldfd, newfd);
@@ -244,6 +253,8 @@ struct san_fd san_track_dup_onto_begin(int oldfd, int newfd)
 	struct san_fd *f;
 	int err = errno;
 
+	if (oldfd != newfd && san_fdtable_owned())
+		san_epshadow_forget(newfd);
 	if (oldfd == newfd || !(f = san_fd_get(newfd)) || !san_fdtable_owned())
 		return saved;
 	saved.flags = san_fd_flags(f);

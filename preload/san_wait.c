@@ -1,7 +1,11 @@
 /* preload — wrappers: waiting for readiness (poll, select, epoll). */
 #include "preload/san_preload.h"
 #include "core/san_epoll_early.h"
+#include "core/san_epshadow.h"
+#include "core/san_rxwatch.h"
+#include "preload/san_watch.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,21 +16,6 @@
  * first polls without sleeping for SANSWITCH_SPIN_US, because the peer is on this host and
  * usually answers within that time; with none, every wait is one load and one branch.
  */
-
-/* Run CALL (an expression with timeout 0) until it reports something or the spin ends. */
-#define SAN_SPIN(timeout_ms, call)                                           \
-	do {                                                                 \
-		if (unlikely(san_any_switched())) {                          \
-			uint64_t san_until_ = san_route_spin_until(timeout_ms); \
-			for (int san_n_ = 1; san_route_spinning(san_until_); san_n_++) { \
-				int san_r_ = (call);                         \
-				if (san_r_ != 0) {                           \
-					san_route_spin_found(san_until_, san_n_, san_r_); \
-					return san_r_;                       \
-				}                                            \
-			}                                                    \
-		}                                                            \
-	} while (0)
 
 static int ts_ms(const struct timespec *t)
 {
@@ -153,7 +142,9 @@ static int pcall_real(const struct pcall *c, struct pollfd *f, nfds_t n, bool no
 }
 
 /*
- * While switched connections exist, spin first (SAN_SPIN's reasons), then sleep. A muted
+ * While switched connections exist, spin on the kernel's answer first, then sleep. (Watching the
+ * rings, as epoll_wait does, made curl's fetches from nginx stall by tens of milliseconds each in
+ * t_app_nginx, for a reason not found yet: docs/performance.md.) A muted
  * entry makes the kernel see our copy of the array (pollx); a _chk call's size check is done
  * by the real _chk function on the caller's array only, so a short array is never copied.
  */
@@ -168,6 +159,13 @@ static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 	if (unlikely(san_sock_any_tx_mute()) && (!chk || c->chk / sizeof(*fds) >= nfds) &&
 	    (!c->by_ts || SAN_REAL(ppoll)) && pollx_begin(&x, fds, nfds))
 		chk = false;
+	/*
+	 * Connections a receive or a wait left quiet (core/san_rxwatch.h): flags up before the
+	 * spin, whose looks at the kernel see only what a doorbell made readable; data there
+	 * already rings X now. A poll that does not wait (timeout 0) must see it too.
+	 */
+	if (unlikely(san_rxwatch_any_quiet()))
+		san_rxwatch_announce();
 	if (unlikely(san_any_switched())) {
 		uint64_t until = san_route_spin_until(c->ms);
 
@@ -176,6 +174,11 @@ static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 		while (r == 0 && san_route_spinning(until) && ++n)
 			r = pcall_real(c, x.f, x.n, true, chk);
 		san_route_spin_found(until, n, r);
+	}
+	if (r == 0 && c->ms != 0 && san_rxwatch_any_quiet()) {
+		/* another thread's receive left one quiet meanwhile */
+		san_rxwatch_announce();
+		r = pcall_real(c, x.f, x.n, true, chk);
 	}
 	if (r == 0)
 		r = pcall_real(c, x.f, x.n, false, chk);
@@ -341,6 +344,8 @@ SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds
 		if (r != -2)
 			return r;
 	}
+	if (unlikely(san_rxwatch_any_quiet()))
+		san_rxwatch_announce(); /* as in poll_common */
 	if (unlikely(san_any_switched()) && nfds >= 0 && nfds <= FD_SETSIZE) {
 		int ms = !timeout ? -1 : timeout->tv_sec || timeout->tv_usec ? 1 : 0;
 		uint64_t until = san_route_spin_until(ms);
@@ -358,6 +363,8 @@ SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds
 			sets_restore(&saved, nfds, rfds, wfds, efds);
 		}
 	}
+	if (unlikely(san_rxwatch_any_quiet()) && (!timeout || timeout->tv_sec || timeout->tv_usec))
+		san_rxwatch_announce(); /* as in poll_common */
 	return SAN_REAL(select)(nfds, rfds, wfds, efds, timeout);
 }
 
@@ -373,6 +380,8 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 		if (r != -2)
 			return r;
 	}
+	if (unlikely(san_rxwatch_any_quiet()))
+		san_rxwatch_announce(); /* as in poll_common */
 	if (unlikely(san_any_switched()) && nfds >= 0 && nfds <= FD_SETSIZE) {
 		uint64_t until = san_route_spin_until(ts_ms(timeout));
 		struct san_fdsets saved;
@@ -389,6 +398,8 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 			sets_restore(&saved, nfds, rfds, wfds, efds);
 		}
 	}
+	if (unlikely(san_rxwatch_any_quiet()) && ts_ms(timeout) != 0)
+		san_rxwatch_announce(); /* as in poll_common */
 	return SAN_REAL(pselect)(nfds, rfds, wfds, efds, timeout, sigmask);
 }
 
@@ -400,8 +411,10 @@ SAN_EXPORT int epoll_create(int size)
 	if (unlikely(!fn))
 		return san_enosys();
 	fd = fn(size);
-	if (fd >= 0)
+	if (fd >= 0) {
 		san_track_new(fd, __func__);
+		san_epshadow_created(fd);
+	}
 	return fd;
 }
 
@@ -413,8 +426,10 @@ SAN_EXPORT int epoll_create1(int flags)
 	if (unlikely(!fn))
 		return san_enosys();
 	fd = fn(flags);
-	if (fd >= 0)
+	if (fd >= 0) {
 		san_track_new(fd, __func__);
+		san_epshadow_created(fd);
+	}
 	return fd;
 }
 
@@ -425,53 +440,222 @@ SAN_EXPORT int epoll_create1(int flags)
 SAN_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	__typeof__(san_real.epoll_ctl) fn = SAN_REAL(epoll_ctl);
+	bool managed = san_managed(fd);
 	int ret;
 
 	if (unlikely(!fn))
 		return san_enosys();
 	/* Candidates: under the sock's lock (the swap moves them); EPOLLET: edges wanted. */
-	if (unlikely(san_managed(fd)) &&
+	if (unlikely(managed) &&
 	    (!san_switched(fd) || (ev && (ev->events & EPOLLET) && op != EPOLL_CTL_DEL))) {
 		ret = san_sock_epoll_ctl(epfd, op, fd, ev);
-		if (ret != SAN_PASS)
-			return (int)san_ret(ret);
+		if (ret != SAN_PASS) {
+			ret = (int)san_ret(ret);
+			if (ret == 0)
+				san_epshadow_ctl(epfd, op, fd, ev);
+			return ret;
+		}
 	}
 	ret = fn(epfd, op, fd, ev);
 	/* before its connect (nginx's upstream): kept for the candidate the connect makes */
 	if (unlikely(san_unconnected(fd)) && ret == 0)
 		san_ep_early_note(epfd, op, fd, ev);
+	/* the copy a wait reads switched connections' readiness from (ep_watch) */
+	if (ret == 0 && (unlikely(managed) || (op == EPOLL_CTL_DEL && san_epshadow_any())))
+		san_epshadow_ctl(epfd, op, fd, ev);
+	if (ret == 0 && unlikely(managed) && op != EPOLL_CTL_ADD)
+		san_rxwatch_epoll_ctl(fd); /* (a set's copy in another process of a fork) */
 	return ret;
+}
+
+/* One call of the epoll_wait family as the application made it. */
+struct epcall {
+	int (*wait)(int, struct epoll_event *, int, int);
+	int (*pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+	int (*pwait2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
+	const struct timespec *ts; /* epoll_pwait2's */
+	const sigset_t *mask;
+};
+
+static int ep_real(const struct epcall *c, int epfd, struct epoll_event *ev, int max, int ms)
+{
+	static const struct timespec zero;
+
+	if (c->pwait2)
+		return c->pwait2(epfd, ev, max, ms == 0 ? &zero : c->ts, c->mask);
+	if (c->pwait)
+		return c->pwait(epfd, ev, max, ms, c->mask);
+	return c->wait(epfd, ev, max, ms);
+}
+
+/*
+ * What a ring tells of a watched connection's registration: input. The rest (EPOLLOUT) is the
+ * kernel's; the flags epoll_ctl takes are no events.
+ */
+#define EP_FROM_RING (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP | EPOLLET | EPOLLONESHOT | \
+		      EPOLLEXCLUSIVE | EPOLLWAKEUP)
+
+/* When each epoll set last asked the kernel during a watch (by number & 63: a hint). */
+static uint64_t ep_kernel_at[64];
+
+struct ep_look {
+	const struct epcall *c;
+	int epfd;
+	struct epoll_event *ev;
+	int max;
+};
+
+static int ep_look(void *arg)
+{
+	struct ep_look *l = arg;
+
+	return ep_real(l->c, l->epfd, l->ev, l->max, 0);
+}
+
+static bool ep_index_in(const int *v, int n, int k)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == k)
+			return true;
+	return false;
+}
+
+/*
+ * A wait over a set with switched connections in it (level-triggered input, as the copy of
+ * the set says): their readiness from their rings (preload/san_watch.h). -2: this set cannot be
+ * watched so (the caller's path).
+ */
+static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, int max, int ms)
+{
+	struct san_epshadow_ent ent[SAN_WATCH_MAX];
+	struct san_watchset x;
+	struct ep_look l = { c, epfd, ev, max };
+	bool put[SAN_WATCH_MAX];
+	int n, r;
+
+	n = san_epshadow_level_in(epfd, ent, SAN_WATCH_MAX);
+	if (n <= 0 || n > SAN_WATCH_MAX)
+		return -2;
+	x.n = x.found = 0;
+	for (int i = 0; i < n; i++)
+		(void)san_watch_add(&x, ent[i].fd, i);
+	if (!x.n)
+		return -2;
+	switch (san_watch_spin(&x, ms, &ep_kernel_at[epfd & 63], ep_look, &l, &r)) {
+	case SAN_WATCH_KERNEL:
+		return r;
+	case SAN_WATCH_FOUND:
+		/*
+		 * A connection found ready whose registration asks for more than input (EPOLLOUT)
+		 * is reported whole: the kernel is asked, unless it just was.
+		 */
+		for (int j = 0; j < x.n && !x.looked; j++)
+			if (x.ready[j] && (ent[x.key[j]].ev.events & ~EP_FROM_RING)) {
+				x.looked = true;
+				if ((r = ep_look(&l)) < 0)
+					r = 0;
+			}
+		/*
+		 * After what the kernel returned. One it reported too (EPOLLOUT, or a doorbell) gets
+		 * the ring's input added to its entry: dropped, a level-triggered EPOLLIN|EPOLLOUT
+		 * registration would be reported writable only, over and over, while its input
+		 * waits. The kernel's entries name no fd, only the application's data: each takes
+		 * the input of one watched connection at most (two registered with the same data
+		 * stay two events), and only the ones the kernel returned (kernel_n).
+		 */
+		{
+			int merged[SAN_WATCH_MAX], nmerged = 0, kernel_n = r;
+
+			for (int j = 0; j < x.n; j++) {
+				const struct epoll_event *e = &ent[x.key[j]].ev;
+				uint32_t in = e->events & (EPOLLIN | EPOLLRDNORM);
+				int k = 0;
+
+				put[j] = x.ready[j];
+				if (!put[j])
+					continue;
+				while (k < kernel_n && (ev[k].data.u64 != e->data.u64 ||
+							ep_index_in(merged, nmerged, k)))
+					k++;
+				if (k < kernel_n) {
+					ev[k].events |= in;
+					merged[nmerged++] = k;
+				} else if (r < max) {
+					ev[r++] = (struct epoll_event){ .events = in, .data = e->data };
+				} else {
+					put[j] = false;
+				}
+			}
+		}
+		san_watch_done(&x, put);
+		return r;
+	case SAN_WATCH_SLEEP:
+		break;
+	}
+	r = ep_real(c, epfd, ev, max, ms);
+	san_watch_slept(&x, r);
+	return r;
+}
+
+static int ep_wait_common(const struct epcall *c, int epfd, struct epoll_event *ev, int max,
+			  int ms)
+{
+	if (likely(!san_any_switched()))
+		return ep_real(c, epfd, ev, max, ms);
+	/*
+	 * No spin (SANSWITCH_SPIN_US=0): the flags stay up, the kernel says it all. A wait that
+	 * does not wait (timeout 0) looks at the rings once: the quiet ones' data is there only.
+	 */
+	if (max > 0 && san_epshadow_any() && san_sock_spin_us()) {
+		int r = ep_watch(c, epfd, ev, max, ms);
+
+		if (r != -2)
+			return r;
+	}
+	if (san_rxwatch_any_quiet())
+		san_rxwatch_announce(); /* as in poll_common */
+	{
+		uint64_t until = san_route_spin_until(ms);
+
+		for (int n = 1; san_route_spinning(until); n++) {
+			int r = ep_real(c, epfd, ev, max, 0);
+
+			if (r != 0) {
+				san_route_spin_found(until, n, r);
+				return r;
+			}
+		}
+	}
+	if (san_rxwatch_any_quiet())
+		san_rxwatch_announce();
+	return ep_real(c, epfd, ev, max, ms);
 }
 
 SAN_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
 {
-	__typeof__(san_real.epoll_wait) fn = SAN_REAL(epoll_wait);
+	struct epcall c = { .wait = SAN_REAL(epoll_wait) };
 
-	if (unlikely(!fn))
+	if (unlikely(!c.wait))
 		return san_enosys();
-	SAN_SPIN(timeout, fn(epfd, events, maxevents, 0));
-	return fn(epfd, events, maxevents, timeout);
+	return ep_wait_common(&c, epfd, events, maxevents, timeout);
 }
 
 SAN_EXPORT int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int timeout,
 			   const sigset_t *sigmask)
 {
-	__typeof__(san_real.epoll_pwait) fn = SAN_REAL(epoll_pwait);
+	struct epcall c = { .pwait = SAN_REAL(epoll_pwait), .mask = sigmask };
 
-	if (unlikely(!fn))
+	if (unlikely(!c.pwait))
 		return san_enosys();
-	SAN_SPIN(timeout, fn(epfd, events, maxevents, 0, sigmask));
-	return fn(epfd, events, maxevents, timeout, sigmask);
+	return ep_wait_common(&c, epfd, events, maxevents, timeout);
 }
 
 SAN_EXPORT int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
 			    const struct timespec *timeout, const sigset_t *sigmask)
 {
-	__typeof__(san_real.epoll_pwait2) fn = SAN_REAL(epoll_pwait2);
-	static const struct timespec zero;
+	struct epcall c = { .pwait2 = SAN_REAL(epoll_pwait2), .ts = timeout, .mask = sigmask };
 
-	if (unlikely(!fn))
+	if (unlikely(!c.pwait2))
 		return san_enosys();
-	SAN_SPIN(ts_ms(timeout), fn(epfd, events, maxevents, &zero, sigmask));
-	return fn(epfd, events, maxevents, timeout, sigmask);
+	return ep_wait_common(&c, epfd, events, maxevents, ts_ms(timeout));
 }

@@ -714,6 +714,36 @@ END_TEST
  * it, never both; a revoke-and-reoffer between the producer's look and its claim (same
  * state, new id) makes the claim fail; a claimed offer cannot be revoked; done frees it.
  */
+/*
+ * The producer's CPU, plus one, is on its own line after every commit (prod_cpu): a consumer
+ * about to spin for the next frame yields when the producer runs where it does. A producer
+ * that predates the field leaves 0 (not known), and so does a fresh ring.
+ */
+START_TEST(test_prod_cpu)
+{
+	struct tring t;
+	cpu_set_t one, saved;
+	int cpu;
+
+	tring_open(&t, 4096, _i);
+	REQUIRE_EQ((uintptr_t)&SH(&t)->prod_cpu - (uintptr_t)&SH(&t)->prod, 16);
+	REQUIRE_EQ(san_shm_ring_cons_peer_cpu(&t.c), 0);
+	REQUIRE_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+	for (cpu = 0; cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &saved); cpu++)
+		;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	REQUIRE_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+	REQUIRE_EQ(put_data(&t.p, 10, 0), 0);
+	REQUIRE_EQ(san_shm_ring_cons_peer_cpu(&t.c), (uint32_t)cpu + 1);
+	atomic_store(&SH(&t)->prod_cpu, 0); /* the peer wrote something else: the next commit says */
+	REQUIRE_EQ(put_data(&t.p, 10, 1), 0);
+	REQUIRE_EQ(san_shm_ring_cons_peer_cpu(&t.c), (uint32_t)cpu + 1);
+	REQUIRE_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+	tring_close(&t);
+}
+END_TEST
+
 START_TEST(test_direct_slot)
 {
 	struct tring t;
@@ -2152,6 +2182,8 @@ Suite *make_shm_ring_suite(void)
 	tcase_add_loop_test(tc, test_doorbell_owed, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_edges, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_count, 0, NKINDS);
+
+	tcase_add_loop_test(tc, test_prod_cpu, 0, NKINDS);
 	tcase_add_loop_test(tc, test_direct_slot, 0, NKINDS);
 	tcase_add_test(tc, test_direct_race);
 	tcase_add_loop_test(tc, test_src_slot, 0, NKINDS);

@@ -38,6 +38,7 @@
 	X(stats)            \
 	X(stats_conn)       \
 	X(epoll_early)      \
+	X(epshadow)         \
 	X(engine)
 
 #define SAN_UNIT_DECLARE(name) Suite *make_##name##_suite(void);

@@ -1,0 +1,238 @@
+/* core — a copy of the epoll registrations of managed connections (san_epshadow.h). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/san_epshadow.h"
+
+#define EPSHADOW_ONESHOT_LIKE (EPOLLET | EPOLLONESHOT | EPOLLEXCLUSIVE)
+
+struct epshadow {
+	bool inherited; /* made before a fork, in the parent: not ours to trust */
+	int n, cap;
+	struct san_epshadow_ent *e;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct epshadow **sets; /* by epoll fd number */
+static int nsets;	       /* size of sets */
+static int live;	       /* sets in use (a close of any fd looks only while there are) */
+
+/*
+ * The numbers epoll_create gave (by number, a bit each): a dup of one may come before its copy
+ * exists. A bit left by a close is harmless: a dup of that number then only makes copies that
+ * are never used.
+ */
+static uint64_t *epfds;
+static int nepfds; /* bits in epfds */
+static bool any_epfd;
+
+bool san_epshadow_any(void)
+{
+	return __atomic_load_n(&live, __ATOMIC_RELAXED) != 0;
+}
+
+static struct epshadow *set_get(int epfd, bool make)
+{
+	if (epfd < 0)
+		return NULL;
+	if (epfd >= nsets) {
+		int n = nsets ? nsets : 16;
+		struct epshadow **v;
+
+		if (!make)
+			return NULL;
+		while (n <= epfd)
+			n *= 2;
+		v = realloc(sets, (size_t)n * sizeof(*v));
+		if (!v)
+			return NULL;
+		memset(v + nsets, 0, (size_t)(n - nsets) * sizeof(*v));
+		sets = v;
+		nsets = n;
+	}
+	if (!sets[epfd] && make && (sets[epfd] = calloc(1, sizeof(**sets))))
+		__atomic_add_fetch(&live, 1, __ATOMIC_RELAXED);
+	return sets[epfd];
+}
+
+static int ent_find(const struct epshadow *h, int fd)
+{
+	for (int i = 0; i < h->n; i++)
+		if (h->e[i].fd == fd)
+			return i;
+	return -1;
+}
+
+static void ent_del(struct epshadow *h, int i)
+{
+	h->e[i] = h->e[--h->n];
+}
+
+void san_epshadow_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
+{
+	struct epshadow *h;
+	int i;
+
+	pthread_mutex_lock(&lock);
+	h = set_get(epfd, op == EPOLL_CTL_ADD);
+	if (!h || h->inherited)
+		goto out;
+	i = ent_find(h, fd);
+	if (op == EPOLL_CTL_DEL) {
+		if (i >= 0)
+			ent_del(h, i);
+	} else if (ev && i >= 0) {
+		h->e[i].ev = *ev;
+	} else if (ev && op == EPOLL_CTL_ADD) {
+		if (h->n == h->cap) {
+			int cap = h->cap ? 2 * h->cap : 8;
+			struct san_epshadow_ent *v = realloc(h->e, (size_t)cap * sizeof(*v));
+
+			if (!v) {
+				/* cannot follow it: the set is not used any more (kernel's path) */
+				h->inherited = true;
+				goto out;
+			}
+			h->e = v;
+			h->cap = cap;
+		}
+		h->e[h->n++] = (struct san_epshadow_ent){ fd, *ev };
+	}
+out:
+	pthread_mutex_unlock(&lock);
+}
+
+void san_epshadow_created(int epfd)
+{
+	if (epfd < 0)
+		return;
+	pthread_mutex_lock(&lock);
+	if (epfd >= nepfds) {
+		int n = nepfds ? nepfds : 1024;
+		uint64_t *v;
+
+		while (n <= epfd)
+			n *= 2;
+		if (!(v = realloc(epfds, (size_t)n / 8))) {
+			/* cannot follow its dups: no copy of it is ever used */
+			struct epshadow *h = set_get(epfd, true);
+
+			if (h)
+				h->inherited = true;
+			goto out;
+		}
+		memset(v + nepfds / 64, 0, (size_t)(n - nepfds) / 8);
+		epfds = v;
+		nepfds = n;
+	}
+	epfds[epfd / 64] |= 1ull << (epfd % 64);
+	__atomic_store_n(&any_epfd, true, __ATOMIC_RELAXED);
+out:
+	pthread_mutex_unlock(&lock);
+}
+
+static void untrust_locked(int epfd)
+{
+	struct epshadow *h = set_get(epfd, true);
+
+	if (h) {
+		h->inherited = true;
+		h->n = 0;
+	}
+}
+
+void san_epshadow_dup(int oldfd, int newfd)
+{
+	if (!__atomic_load_n(&any_epfd, __ATOMIC_RELAXED) && !san_epshadow_any())
+		return;
+	pthread_mutex_lock(&lock);
+	if ((oldfd >= 0 && oldfd < nsets && sets[oldfd]) ||
+	    (oldfd >= 0 && oldfd < nepfds && (epfds[oldfd / 64] & (1ull << (oldfd % 64))))) {
+		/* two numbers, one set: a change through either leaves the other's copy wrong */
+		untrust_locked(oldfd);
+		untrust_locked(newfd);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+static void forget_locked(int fd)
+{
+	if (fd >= 0 && fd < nsets && sets[fd]) {
+		free(sets[fd]->e);
+		free(sets[fd]);
+		sets[fd] = NULL;
+		__atomic_sub_fetch(&live, 1, __ATOMIC_RELAXED);
+	}
+	for (int k = 0; k < nsets; k++) {
+		int i;
+
+		if (sets[k] && (i = ent_find(sets[k], fd)) >= 0)
+			ent_del(sets[k], i);
+	}
+}
+
+void san_epshadow_forget(int fd)
+{
+	if (!san_epshadow_any())
+		return;
+	pthread_mutex_lock(&lock);
+	forget_locked(fd);
+	pthread_mutex_unlock(&lock);
+}
+
+void san_epshadow_forget_range(unsigned int first, unsigned int last)
+{
+	if (!san_epshadow_any())
+		return;
+	pthread_mutex_lock(&lock);
+	for (int k = 0; k < nsets; k++) {
+		/* the sets in the range go; members in the range leave the others */
+		if (!sets[k])
+			continue;
+		if ((unsigned int)k >= first && (unsigned int)k <= last) {
+			forget_locked(k);
+			continue;
+		}
+		for (int i = 0; i < sets[k]->n;)
+			if ((unsigned int)sets[k]->e[i].fd >= first && (unsigned int)sets[k]->e[i].fd <= last)
+				ent_del(sets[k], i);
+			else
+				i++;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+int san_epshadow_level_in(int epfd, struct san_epshadow_ent *out, int max)
+{
+	struct epshadow *h;
+	int n = 0;
+
+	pthread_mutex_lock(&lock);
+	h = set_get(epfd, false);
+	if (!h || h->inherited) {
+		n = -1;
+		goto out;
+	}
+	for (int i = 0; i < h->n && n <= max; i++) {
+		uint32_t e = h->e[i].ev.events;
+
+		if ((e & (EPOLLIN | EPOLLRDNORM)) && !(e & EPSHADOW_ONESHOT_LIKE)) {
+			if (n < max)
+				out[n] = h->e[i];
+			n++;
+		}
+	}
+out:
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
+void san_epshadow_atfork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	for (int k = 0; k < nsets; k++)
+		if (sets[k])
+			sets[k]->inherited = true;
+}

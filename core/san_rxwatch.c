@@ -1,0 +1,259 @@
+/* core — a wait that watches switched connections' rings itself (san_rxwatch.h). */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ev.h>
+
+#include "core/san_engine.h"
+#include "core/san_rxwatch.h"
+#include "core/san_sock.h"
+#include "proto/san_wire.h"
+
+int san_rxwatch_nquiet; /* socks with rx_quiet set in this process (never fewer) */
+
+/*
+ * Another process holds the connection too (a fork shared it, docs/engine.md §7.1): its flag and
+ * rx_quiet are in the shared slot, but the quiet count, the tick and the list an announce walks
+ * are each process's, so a connection left quiet here would never be armed for the other's waits
+ * (nor, once this process closes its copy, leave this process's count). It keeps the kernel's path.
+ */
+static bool shared_by_fork(const struct san_sock *s)
+{
+	return __atomic_load_n(&s->holders, __ATOMIC_ACQUIRE) > 1;
+}
+
+/*
+ * Switched both ways on shm, held by this process alone and never changed in an epoll set while
+ * another held it (san_rxwatch_epoll_ctl), nothing pending that the kernel's path must report.
+ * Lock held.
+ */
+static bool watchable(const struct san_sock *s)
+{
+	return !shared_by_fork(s) && !__atomic_load_n(&s->ep_ctl_shared, __ATOMIC_RELAXED) &&
+	       s->swapped && s->rx == SK_RX_SAN && s->rxr.sh && s->prov &&
+	       s->prov->wire == SAN_PROV_SHM && !s->want_edges && !s->err && !s->peer_fin &&
+	       !s->anchor_dead && !s->rd_shut && !s->proc->orphan && !s->proc->closing &&
+	       !s->direct_out && !s->rxr.err;
+}
+
+bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool *ready)
+{
+	struct san_sock *s = san_sock_get(fd);
+	bool ok;
+
+	if (!s)
+		return false;
+	san_sock_lock(s);
+	ok = watchable(s);
+	if (ok) {
+		*ready = san_conn_rx_ready(s);
+		/* down: the peer commits without a doorbell (one it owes is counted, bells_due) */
+		if (!*ready)
+			san_shm_ring_cons_unarm(&s->rxr);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!ok) {
+		san_sock_put(s);
+		return false;
+	}
+	*w = (struct san_rxwatch){ .s = s, .prod = &s->rxr.sh->prod, .rd = &s->rxr.rd };
+	return true;
+}
+
+bool san_rxwatch_ready(struct san_rxwatch *w)
+{
+	struct san_sock *s = w->s;
+	bool r;
+
+	/* the peer's index against our cursor: equal, nothing new (a frame's bytes come with it) */
+	if (atomic_load_explicit((_Atomic uint64_t *)w->prod, memory_order_acquire) ==
+	    __atomic_load_n((const uint64_t *)w->rd, __ATOMIC_RELAXED))
+		return false;
+	san_sock_lock(s);
+	r = san_conn_rx_ready(s);
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+/*
+ * Quiet connections are announced by the progress thread too, every QUIET_TICK while there
+ * are any: a wait the preload cannot see (a raw system call, a thread already asleep in
+ * poll when another's receive left the flag down) learns of their data within that time.
+ * A process whose waits all sleep has none left after its last wait, and the tick stops.
+ */
+#define QUIET_TICK 0.001
+
+static int tick_on; /* the tick runs, or is asked for */
+static ev_timer tick;
+
+static void announce(uint32_t before);
+static uint32_t ticks; /* ticks so far: s->quiet_at says when a connection went quiet */
+
+static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)revents;
+	announce(__atomic_add_fetch(&ticks, 1, __ATOMIC_RELAXED) - 1);
+	__atomic_store_n(&tick_on, 0, __ATOMIC_SEQ_CST);
+	/* one that went quiet meanwhile saw the tick off and asked again, or we go on */
+	if (__atomic_load_n(&san_rxwatch_nquiet, __ATOMIC_SEQ_CST) &&
+	    !__atomic_exchange_n(&tick_on, 1, __ATOMIC_SEQ_CST))
+		return;
+	ev_timer_stop(loop, w);
+}
+
+static void tick_start(void *arg)
+{
+	(void)arg;
+	if (!ev_is_active(&tick)) {
+		ev_timer_init(&tick, on_tick, QUIET_TICK, QUIET_TICK);
+		ev_timer_start(san_engine_loop(), &tick);
+	}
+}
+
+/* Left down, nobody watching: quiet until an arm, an announce, or the tick. Lock held. */
+static void quiet_begin(struct san_sock *s)
+{
+	if (shared_by_fork(s)) {
+		/* a fork came while a wait watched it: armed, as a connection that is not watched */
+		(void)san_conn_rx_arm(s);
+		return;
+	}
+	s->quiet_at = __atomic_load_n(&ticks, __ATOMIC_RELAXED);
+	if (!s->rx_quiet) {
+		s->rx_quiet = true;
+		/*
+		 * seq_cst, as the load of tick_on below and on_tick's store and load: either the
+		 * tick's recount after its store sees this one, or the load here sees it off
+		 */
+		__atomic_add_fetch(&san_rxwatch_nquiet, 1, __ATOMIC_SEQ_CST);
+	}
+	if (!__atomic_load_n(&tick_on, __ATOMIC_SEQ_CST) &&
+	    !__atomic_exchange_n(&tick_on, 1, __ATOMIC_SEQ_CST) &&
+	    san_engine_call(tick_start, NULL) != 0) {
+		/* no progress thread: not left quiet, the flag up now */
+		__atomic_store_n(&tick_on, 0, __ATOMIC_RELAXED);
+		(void)san_conn_rx_arm(s);
+	}
+}
+
+bool san_rxwatch_defer(struct san_sock *s)
+{
+	/* owed doorbells are taken off by an arm: X must not stay readable over an empty ring */
+	if (!watchable(s) || s->rxr.armed || s->rxr.bells_due)
+		return false;
+	quiet_begin(s);
+	return true;
+}
+
+void san_rxwatch_atfork_child(void)
+{
+	/* the parent's watcher, maybe active in its loop: the child's loop is a new one */
+	memset(&tick, 0, sizeof(tick));
+	__atomic_store_n(&tick_on, 0, __ATOMIC_RELAXED);
+	/* none was quiet when the fork came (san_rxwatch_unquiet): none is now */
+	__atomic_store_n(&san_rxwatch_nquiet, 0, __ATOMIC_RELAXED);
+}
+
+void san_rxwatch_epoll_ctl(int fd)
+{
+	struct san_sock *s = san_sock_get(fd);
+
+	if (!s)
+		return;
+	if (shared_by_fork(s))
+		__atomic_store_n(&s->ep_ctl_shared, true, __ATOMIC_RELAXED);
+	san_sock_put(s);
+}
+
+void san_rxwatch_unquiet(struct san_sock *s)
+{
+	if (s->rx_quiet && s->rxr.sh)
+		(void)san_conn_rx_arm(s); /* (ends its quiet) */
+	san_rxwatch_quiet_end(s);
+}
+
+void san_rxwatch_quiet_end(struct san_sock *s)
+{
+	if (s->rx_quiet) {
+		s->rx_quiet = false;
+		if (__atomic_load_n(&san_rxwatch_nquiet, __ATOMIC_RELAXED) > 0)
+			__atomic_sub_fetch(&san_rxwatch_nquiet, 1, __ATOMIC_RELAXED);
+	}
+}
+
+bool san_rxwatch_arm(struct san_rxwatch *w)
+{
+	struct san_sock *s = w->s;
+	bool data;
+
+	san_sock_lock(s);
+	data = san_conn_rx_arm_quiet(s) != 0;
+	pthread_mutex_unlock(&s->lock);
+	w->up = !data;
+	return data;
+}
+
+void san_rxwatch_end(struct san_rxwatch *w, bool reported)
+{
+	struct san_sock *s = w->s;
+
+	if (!s)
+		return;
+	/*
+	 * Still down (reported, or the wait found something elsewhere): quiet, not armed now. Its
+	 * next wait through the preload watches it again, and the peer, whose next frame is
+	 * likely to come before the flag would matter, is not made to ring for it.
+	 */
+	if (!w->up) {
+		san_sock_lock(s);
+		if (!s->rxr.armed && s->rxr.sh)
+			quiet_begin(s);
+		pthread_mutex_unlock(&s->lock);
+	}
+	san_sock_put(s);
+	w->s = NULL;
+}
+
+/*
+ * Arm the quiet connections that went quiet before tick `before` (all: UINT32_MAX). The tick
+ * leaves those its last period saw go quiet: a connection in use goes quiet again at every
+ * message, and arming it would only make its peer ring for the next one.
+ */
+static void announce(uint32_t before)
+{
+	struct san_sock **v;
+	int n;
+
+	/*
+	 * The count is not zeroed and recounted here: a wait of another thread that read it
+	 * between the two would take a quiet connection for none, and a poll(fd, 0) would say
+	 * "not readable" over data (t_epoll_sets' zero_misses). Each connection's end of quiet
+	 * takes itself off (san_rxwatch_quiet_end).
+	 */
+	n = san_sock_all(&v);
+	for (int i = 0; i < n; i++) {
+		struct san_sock *s = v[i];
+
+		san_sock_lock(s);
+		if (!(s->rx_quiet && before != UINT32_MAX && (int32_t)(s->quiet_at - before) >= 0)) {
+			/* arm: the flag up if the application read the ring empty, else X rung */
+			if (s->rx_quiet && s->rxr.sh)
+				(void)san_conn_rx_arm(s);
+			san_rxwatch_quiet_end(s);
+		}
+		pthread_mutex_unlock(&s->lock);
+		san_sock_put(s);
+	}
+	free(v);
+}
+
+void san_rxwatch_announce(void)
+{
+	announce(UINT32_MAX);
+}
+
+bool san_rxwatch_peer_here(const struct san_rxwatch *w, int cpu)
+{
+	return cpu >= 0 && san_shm_ring_cons_peer_cpu(&w->s->rxr) == (uint32_t)cpu + 1;
+}
