@@ -56,7 +56,7 @@ bool san_addr_is_v4(const struct san_addr *a)
 	return memcmp(a->addr, san_v4mapped_prefix, sizeof(san_v4mapped_prefix)) == 0;
 }
 
-static bool san_addr_eq(const struct san_addr *a, const struct san_addr *b)
+bool san_addr_eq(const struct san_addr *a, const struct san_addr *b)
 {
 	return a->port == b->port && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
 }

@@ -114,6 +114,8 @@ struct san_tuple {
 
 /* True if the 16-byte address is IPv4-mapped (an IPv4 endpoint). */
 bool san_addr_is_v4(const struct san_addr *a);
+/* The same address and port. */
+bool san_addr_eq(const struct san_addr *a, const struct san_addr *b);
 
 /* The same connection seen from the other end. */
 void san_tuple_reverse(const struct san_tuple *t, struct san_tuple *r);

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -45,11 +44,6 @@ int san_vredir_init(void)
 bool san_vredir_ready(void)
 {
 	return __atomic_load_n(&table, __ATOMIC_ACQUIRE) != NULL;
-}
-
-static bool same_end(const struct san_addr *a, const struct san_addr *b)
-{
-	return a->port == b->port && !memcmp(a->addr, b->addr, sizeof(a->addr));
 }
 
 static bool gone(int32_t pid)
@@ -106,7 +100,7 @@ void san_vredir_drop(const struct san_tuple *t)
 		uint32_t st = E_LIVE;
 
 		if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != E_LIVE || e->pid != me ||
-		    !same_end(&e->local, &t->local) || !same_end(&e->peer, &t->peer))
+		    !san_addr_eq(&e->local, &t->local) || !san_addr_eq(&e->peer, &t->peer))
 			continue;
 		(void)__atomic_compare_exchange_n(&e->state, &st, E_FREE, false, __ATOMIC_ACQ_REL,
 						  __ATOMIC_RELAXED);
@@ -126,7 +120,7 @@ uint16_t san_vredir_find(const struct san_tuple *t)
 			continue;
 		pid = e->pid;
 		port = e->port;
-		if (!same_end(&e->local, &t->local) || !same_end(&e->peer, &t->peer) || gone(pid))
+		if (!san_addr_eq(&e->local, &t->local) || !san_addr_eq(&e->peer, &t->peer) || gone(pid))
 			continue;
 		/* (still the same entry: it was not dropped and taken again while we read it) */
 		if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == E_LIVE && e->pid == pid)
