@@ -1075,10 +1075,12 @@ static void v_progress_op(struct san_sock *s)
  * what the socket buffer holds while our frames wait in this process's memory (txr, send
  * slots not yet acknowledged): they would die with it. So exit() first ends every running
  * connection as close() would (DISCONNECT after its data) and waits until the frames are out,
- * while they move: up to V_EXIT_IDLE_S without progress (a peer that stopped reading). _exit()
- * skips this, as it skips every atexit handler.
+ * while they move: up to V_EXIT_IDLE_S without progress (a peer that stopped reading: TCP's
+ * kernel keeps such an orphan's buffer for its zero-window probes, 8 of them by default, a
+ * minute or two; a reader that is only late, a server busy for a few seconds, must still get
+ * every byte). _exit() comes here through its wrapper (san_prov_exit).
  */
-#define V_EXIT_IDLE_S 3
+#define V_EXIT_IDLE_S 60
 
 static bool v_pending(struct vconn *v)
 {
@@ -1095,12 +1097,14 @@ static bool v_pending(struct vconn *v)
 	       v->rel_seq != v->tx_seq;
 }
 
-#define V_EXIT_MAX_S 30 /* and never longer than this: other threads may keep streaming */
+/* and never longer than this: other threads may keep streaming on connections made after */
+#define V_EXIT_MAX_S 600
 
 static void v_flush_all(void)
 {
+	const uint64_t s_ns = 1000000000ull;
 	uint64_t seen = atomic_load(&frames_sent);
-	time_t start = time(NULL), idle_since = start;
+	uint64_t start = san_sock_now_ns(), idle_since = start; /* not time(): whole seconds */
 	unsigned int lock_waits = 0;
 
 	if (!atomic_load_explicit(&nrunning, memory_order_relaxed) ||
@@ -1108,7 +1112,7 @@ static void v_flush_all(void)
 		return; /* (a vfork child shares our memory, not our connections) */
 	for (;;) {
 		bool busy = false;
-		uint64_t now_sent;
+		uint64_t now_sent, now;
 
 		if (pthread_mutex_trylock(&run_lock) != 0) {
 			/*
@@ -1116,7 +1120,7 @@ static void v_flush_all(void)
 			 * handler called exit() or _exit() during a spin, and then it never will:
 			 * blocking would hang the exit, so after 1 s we give up.
 			 */
-			if (++lock_waits >= 1000 || time(NULL) - start >= V_EXIT_MAX_S)
+			if (++lock_waits >= 1000 || san_sock_now_ns() - start >= V_EXIT_MAX_S * s_ns)
 				return;
 			(void)san_sys_poll(NULL, 0, 1);
 			continue;
@@ -1136,11 +1140,12 @@ static void v_flush_all(void)
 		if (!busy)
 			return;
 		now_sent = atomic_load(&frames_sent);
+		now = san_sock_now_ns();
 		if (now_sent != seen) {
 			seen = now_sent;
-			idle_since = time(NULL);
-		} else if (time(NULL) - idle_since >= V_EXIT_IDLE_S ||
-			   time(NULL) - start >= V_EXIT_MAX_S) {
+			idle_since = now;
+		} else if (now - idle_since >= V_EXIT_IDLE_S * s_ns ||
+			   now - start >= V_EXIT_MAX_S * s_ns) {
 			san_info("verbs: exit: frames still queued after %d s without progress (a "
 				 "peer that does not read) or %d s in all: they are lost with the process",
 				 V_EXIT_IDLE_S, V_EXIT_MAX_S);

@@ -63,7 +63,10 @@ def send(addr, port, mode, end="close"):
         s.setblocking(False)
         chunk = pattern(1000, seed=11)
         idle = 0
-        while idle < 20:  # EAGAIN 20 times in a row, 5 ms apart: the ring is full
+        # EAGAIN 20 times in a row, 5 ms apart: the ring is full. Bounded in time as well: a
+        # switch slower than the receiver's sleep would let it drain, and the loop never end.
+        until = time.monotonic() + 1.5
+        while idle < 20 and time.monotonic() < until:
             try:
                 k = s.send(chunk)
                 h.update(chunk[:k])
