@@ -108,6 +108,14 @@ struct san_prov_ops {
 	 * into the private inbound ring), before the anchor's EOF is believed. Lock held.
 	 */
 	void (*progress)(struct san_sock *s);
+	/*
+	 * Optional, where the peer's reads are not seen. True once the peer's DISCONNECT or
+	 * ABORT has come, in the inbound ring or still held by the provider (verbs: a full ring
+	 * leaves it in its receive slot): the stream ends in the peer's own words, and the
+	 * anchor's end after it says nothing more (its RST may only mean that the peer's process
+	 * left our MARK unread). Lock held.
+	 */
+	bool (*peer_said_end)(struct san_sock *s);
 	/* Optional. The connection was closed or reset: the provider may finish (lock held). */
 	void (*closed)(struct san_sock *s);
 	/*

@@ -1070,6 +1070,13 @@ static void v_progress_op(struct san_sock *s)
 		v_progress(s->pv);
 }
 
+static bool v_peer_said_end(struct san_sock *s)
+{
+	struct vconn *v = s->pv;
+
+	return v && v->peer_done;
+}
+
 /*
  * exit(): a process's connections end with it, as TCP's do, but TCP's kernel goes on sending
  * what the socket buffer holds while our frames wait in this process's memory (txr, send
@@ -2622,6 +2629,7 @@ const struct san_prov_ops san_prov_verbs = {
 	.xfer_done = v_xfer_done,
 	.grant_keys = true,
 	.progress = v_progress_op,
+	.peer_said_end = v_peer_said_end,
 	.closed = v_closed,
 	.spin_poll = v_spin_poll,
 	.absent = v_absent_op,

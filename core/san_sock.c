@@ -1800,6 +1800,19 @@ static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
 	return r > 0;
 }
 
+/*
+ * Where the peer's reads are not seen (verbs): has its DISCONNECT come, read, in the inbound
+ * ring, or held by the provider behind a full ring (an ABORT held there too)? Then the stream
+ * ends in its own words, and an RST on the anchor after it says nothing more: a sender that
+ * never read left our MARK unread, so its kernel resets TCP at its exit after an orderly end
+ * (TCP's reader would get every byte, then EOF: the FIN came before the RST). Lock held.
+ */
+static bool peer_said_end(struct san_sock *s)
+{
+	return s->peer_fin || san_conn_ctrl_ahead(s, SAN_T_DISCONNECT) ||
+	       (s->prov && s->prov->peer_said_end && s->prov->peer_said_end(s));
+}
+
 /* After the MARK nothing but EOF or an error can come on the anchor: the peer has gone. */
 void san_sock_check_anchor(struct san_sock *s)
 {
@@ -1851,7 +1864,7 @@ void san_sock_check_anchor(struct san_sock *s)
 		  r > 0 ? "data after the MARK" : r == 0 ? "EOF" : strerror((int)-r),
 		  s->peer_end == SK_PEER_FIN ? "it read all we sent" :
 		  s->peer_end == SK_PEER_RST ? "it left bytes unread" : "its reads are not seen");
-	if (r == -ECONNRESET && s->peer_end == SK_PEER_UNKNOWN) {
+	if (r == -ECONNRESET && s->peer_end == SK_PEER_UNKNOWN && !peer_said_end(s)) {
 		/* The peer reset (an RST follows its ABORT): say so now, as TCP does. */
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_APP_RESET);
 	} else if (s->peer_end == SK_PEER_RST) {

@@ -49,11 +49,14 @@ def recv(addr, portfile, delay):
 
 
 def send(addr, port, mode, end="close"):
+    # the bytes first: made after the connect, 4 MiB took the guest's Python 5 s, past B's
+    # window for a PROPOSE (docs/protocol.md §9), and a receiver that first reads later than
+    # that then keeps the connection on TCP
+    data = pattern(4 << 20 if mode == "block" else 64 << 10) if mode in ("block", "idle") else b""
     s = socket.create_connection((addr, port))
     h = hashlib.sha256()
     n = 0
     if mode in ("block", "idle"):
-        data = pattern(4 << 20 if mode == "block" else 64 << 10)
         s.sendall(data)
         h.update(data)
         n = len(data)
