@@ -104,6 +104,17 @@ out:
 	pthread_mutex_unlock(&lock);
 }
 
+/* A set whose copy cannot be trusted (never used again): its registrations are not all seen. */
+static void untrust_locked(int epfd)
+{
+	struct epshadow *h = set_get(epfd, true);
+
+	if (h) {
+		h->inherited = true;
+		h->n = 0;
+	}
+}
+
 void san_epshadow_created(int epfd)
 {
 	if (epfd < 0)
@@ -116,11 +127,7 @@ void san_epshadow_created(int epfd)
 		while (n <= epfd)
 			n *= 2;
 		if (!(v = realloc(epfds, (size_t)n / 8))) {
-			/* cannot follow its dups: no copy of it is ever used */
-			struct epshadow *h = set_get(epfd, true);
-
-			if (h)
-				h->inherited = true;
+			untrust_locked(epfd); /* cannot follow its dups: no copy of it is used */
 			goto out;
 		}
 		memset(v + nepfds / 64, 0, (size_t)(n - nepfds) / 8);
@@ -131,16 +138,6 @@ void san_epshadow_created(int epfd)
 	__atomic_store_n(&any_epfd, true, __ATOMIC_RELAXED);
 out:
 	pthread_mutex_unlock(&lock);
-}
-
-static void untrust_locked(int epfd)
-{
-	struct epshadow *h = set_get(epfd, true);
-
-	if (h) {
-		h->inherited = true;
-		h->n = 0;
-	}
 }
 
 void san_epshadow_dup(int oldfd, int newfd)

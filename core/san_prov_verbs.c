@@ -2490,14 +2490,12 @@ static bool v_serves(const struct san_addr *a)
 
 	pthread_mutex_lock(&vl_lock);
 	for (struct v_listener *vl = vlisteners; vl && !r; vl = vl->next) {
-		uint8_t at[16];
+		struct san_addr at;
 
-		r = addr16(&vl->ss, at) &&
-		    ntohs(vl->ss.ss_family == AF_INET ?
-				  ((const struct sockaddr_in *)&vl->ss)->sin_port :
-				  ((const struct sockaddr_in6 *)&vl->ss)->sin6_port) == a->port &&
-		    (!memcmp(at, a->addr, 16) || !memcmp(at, in6addr_any.s6_addr, 16) ||
-		     !memcmp(at + 10, "\xff\xff\0\0\0\0", 6));
+		r = san_owner_addr((const struct sockaddr *)&vl->ss, sizeof(vl->ss), &at) == 0 &&
+		    at.port == a->port &&
+		    (!memcmp(at.addr, a->addr, 16) || !memcmp(at.addr, in6addr_any.s6_addr, 16) ||
+		     !memcmp(at.addr + 10, "\xff\xff\0\0\0\0", 6));
 	}
 	pthread_mutex_unlock(&vl_lock);
 	return r;
