@@ -6,9 +6,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include <ev.h>
-
 #include "core/san_engine.h"
+#include "core/san_ev.h"
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
 
@@ -126,7 +125,7 @@ static void run_queue(void)
 		free(w);
 	}
 	if (stop)
-		ev_break(eng.loop, EVBREAK_ALL);
+		san_ev.ev_break(eng.loop, EVBREAK_ALL);
 }
 
 static void on_async(struct ev_loop *loop, ev_async *w, int revents)
@@ -140,7 +139,7 @@ static void *engine_main(void *arg)
 	on_engine_thread = true;
 	san_fd_guard_enter(); /* for good: our own socket calls bypass the wrappers */
 	pthread_mutex_lock(&loop_lock);
-	ev_run(eng.loop, 0);
+	san_ev.ev_run(eng.loop, 0);
 	run_queue(); /* work queued after the last wakeup still runs */
 	pthread_mutex_unlock(&loop_lock);
 	return NULL;
@@ -154,19 +153,22 @@ static int start_locked(void)
 
 	if (eng.running)
 		return 0;
+	/* libev is loaded here, at the first start, not with the library (san_ev.h) */
+	if (san_ev_load())
+		return -ENOSYS;
 	pthread_once(&fork_once, fork_register);
 	pthread_mutex_lock(&loop_lock);
 	san_fd_guard_enter(); /* libev's epoll_create1/eventfd are ours, not the application's */
-	eng.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOSIGMASK);
+	eng.loop = san_ev.ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOSIGMASK);
 	san_fd_guard_leave();
 	if (!eng.loop) {
 		pthread_mutex_unlock(&loop_lock);
 		san_err("engine: cannot create the event loop; connections stay on kernel TCP");
 		return -ENOMEM;
 	}
-	ev_set_loop_release_cb(eng.loop, loop_release, loop_acquire);
+	san_ev.ev_set_loop_release_cb(eng.loop, loop_release, loop_acquire);
 	ev_async_init(&eng.async, on_async);
-	ev_async_start(eng.loop, &eng.async);
+	san_ev.ev_async_start(eng.loop, &eng.async);
 
 	/*
 	 * The thread inherits this mask: it must never take the application's signals. loop_lock
@@ -184,8 +186,8 @@ static int start_locked(void)
 	if (err) {
 		san_err("engine: cannot start the progress thread: error %d; staying on kernel TCP",
 			err);
-		ev_async_stop(eng.loop, &eng.async);
-		ev_loop_destroy(eng.loop);
+		san_ev.ev_async_stop(eng.loop, &eng.async);
+		san_ev.ev_loop_destroy(eng.loop);
 		eng.loop = NULL;
 		pthread_mutex_unlock(&loop_lock);
 		return -err;
@@ -229,7 +231,7 @@ int san_engine_call(void (*fn)(void *arg), void *arg)
 		free(w);
 		return ret;
 	}
-	ev_async_send(eng.loop, &eng.async);
+	san_ev.ev_async_send(eng.loop, &eng.async);
 	return 0;
 }
 
@@ -246,15 +248,15 @@ void san_engine_stop(void)
 	t = eng.thread;
 	pthread_mutex_unlock(&eng.lock);
 
-	ev_async_send(eng.loop, &eng.async);
+	san_ev.ev_async_send(eng.loop, &eng.async);
 	if (!on_engine_thread)
 		pthread_join(t, NULL);
 
 	pthread_mutex_lock(&eng.lock);
 	if (!on_engine_thread) /* (the engine thread holds loop_lock already) */
 		pthread_mutex_lock(&loop_lock);
-	ev_async_stop(eng.loop, &eng.async);
-	ev_loop_destroy(eng.loop);
+	san_ev.ev_async_stop(eng.loop, &eng.async);
+	san_ev.ev_loop_destroy(eng.loop);
 	eng.loop = NULL;
 	if (!on_engine_thread)
 		pthread_mutex_unlock(&loop_lock);
@@ -282,7 +284,7 @@ void san_engine_atfork_child(void)
 		if (fork_quiet) {
 			/* Close our copies of the loop's epoll fd and eventfd; the parent keeps its own. */
 			san_fd_guard_enter();
-			ev_loop_destroy(eng.loop);
+			san_ev.ev_loop_destroy(eng.loop);
 			san_fd_guard_leave();
 		} else {
 			abandoned_loop = eng.loop;

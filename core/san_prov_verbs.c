@@ -20,10 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <ev.h>
-
 #include "core/san_config.h"
 #include "core/san_engine.h"
+#include "core/san_ev.h"
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
 #include "core/san_memhook.h"
@@ -927,9 +926,9 @@ static bool v_finished(struct vconn *v)
 		return false;
 	if (!v->ending) {
 		v->ending = true;
-		v->end_by = ev_now(san_engine_loop()) + V_END_S;
+		v->end_by = san_ev.ev_now(san_engine_loop()) + V_END_S;
 	}
-	if (s->err && ev_now(san_engine_loop()) >= v->end_by)
+	if (s->err && san_ev.ev_now(san_engine_loop()) >= v->end_by)
 		return true;
 	san_verbs_get_info(v->c, &in);
 	/* (the peer still reads our regions until its READ_DONEs: the area must stay) */
@@ -943,10 +942,10 @@ static void v_end(struct ev_loop *loop, struct vconn *v)
 	struct san_sock *s = v->s;
 	bool fallback;
 
-	ev_io_stop(loop, &v->cq_w);
-	ev_io_stop(loop, &v->cm_w);
-	ev_io_stop(loop, &v->kick_w);
-	ev_timer_stop(loop, &v->t);
+	san_ev.ev_io_stop(loop, &v->cq_w);
+	san_ev.ev_io_stop(loop, &v->cm_w);
+	san_ev.ev_io_stop(loop, &v->kick_w);
+	san_ev.ev_timer_stop(loop, &v->t);
 	san_sock_lock(s);
 	fallback = v->b && v->stage == V_WAIT_SWITCH;
 	if (v->ra.reached)
@@ -982,13 +981,13 @@ static void v_run(struct ev_loop *loop, struct vconn *v)
 		san_sock_flush_fin(s); /* a close found txr full: the pump made room since */
 	if (v->gone) {
 		/* nothing more comes from the QP; held frames move on the application's reads */
-		ev_io_stop(loop, &v->cq_w);
-		ev_io_stop(loop, &v->cm_w);
+		san_ev.ev_io_stop(loop, &v->cq_w);
+		san_ev.ev_io_stop(loop, &v->cm_w);
 	}
 	done = v_finished(v);
 	if (!done && v->ending && !ev_is_active(&v->t)) {
 		ev_timer_set(&v->t, V_END_S, 0.);
-		ev_timer_start(loop, &v->t);
+		san_ev.ev_timer_start(loop, &v->t);
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (done)
@@ -1021,7 +1020,7 @@ static void v_timer(struct ev_loop *loop, ev_timer *t, int revents)
 			return; /* the repeating timer tries again */
 		}
 	}
-	ev_timer_stop(loop, t);
+	san_ev.ev_timer_stop(loop, t);
 	pthread_mutex_unlock(&s->lock);
 	v_run(loop, v);
 }
@@ -1035,12 +1034,12 @@ static void v_watch(void *arg)
 	ev_io_init(&v->cm_w, v_io, san_verbs_cm_fd(v->c), EV_READ);
 	ev_io_init(&v->kick_w, v_io, v->kick, EV_READ);
 	v->cq_w.data = v->cm_w.data = v->kick_w.data = v;
-	ev_io_start(loop, &v->cq_w);
-	ev_io_start(loop, &v->cm_w);
-	ev_io_start(loop, &v->kick_w);
+	san_ev.ev_io_start(loop, &v->cq_w);
+	san_ev.ev_io_start(loop, &v->cm_w);
+	san_ev.ev_io_start(loop, &v->kick_w);
 	if (!ev_is_active(&v->t) && v->b && v->stage == V_WAIT_SWITCH) {
 		ev_timer_set(&v->t, V_SWITCH_S, 0.);
-		ev_timer_start(loop, &v->t);
+		san_ev.ev_timer_start(loop, &v->t);
 	}
 	v_run(loop, v); /* what came before the watchers did */
 }
@@ -2045,11 +2044,11 @@ static void b_commit(struct vconn *v, uint64_t offset)
 	if (!s->proc->closing)
 		san_sock_epoll_rearm(s);
 	pthread_cond_broadcast(&s->cond);
-	ev_timer_stop(san_engine_loop(), &v->t);
+	san_ev.ev_timer_stop(san_engine_loop(), &v->t);
 	if (r == -EAGAIN) {
 		/* the TCP send buffer is full: the MARK follows as room appears */
 		ev_timer_set(&v->t, 0.001, 0.001);
-		ev_timer_start(san_engine_loop(), &v->t);
+		san_ev.ev_timer_start(san_engine_loop(), &v->t);
 	}
 	san_debug("fd %d: committed (B, verbs), peer's X %llu", s->fd, (unsigned long long)offset);
 }
@@ -2129,7 +2128,7 @@ static void b_req_free(struct v_req *q)
 			*pp = q->next;
 			break;
 		}
-	ev_timer_stop(san_engine_loop(), &q->retry);
+	san_ev.ev_timer_stop(san_engine_loop(), &q->retry);
 	free(q);
 }
 
@@ -2173,7 +2172,7 @@ static void b_try(struct v_req *q)
 	if (away && ++q->tries < (gen && (!s || s->forked) ? V_B_FORK_TRIES : V_B_TRIES)) {
 		san_sock_put(s);
 		ev_timer_set(&q->retry, 0.005, 0.);
-		ev_timer_start(san_engine_loop(), &q->retry);
+		san_ev.ev_timer_start(san_engine_loop(), &q->retry);
 		return;
 	}
 	if (!s)
@@ -2268,7 +2267,7 @@ static void vl_start(void *arg)
 {
 	struct v_listener *vl = arg;
 
-	ev_io_start(san_engine_loop(), &vl->w);
+	san_ev.ev_io_start(san_engine_loop(), &vl->w);
 }
 
 /* Take vl off the list at *head (vl_lock held); false if it is not there. */
@@ -2298,7 +2297,7 @@ static void vl_linger_end(struct ev_loop *loop, ev_timer *t, int revents)
 	pthread_mutex_lock(&vl_lock);
 	gone = !vl->calls && vl_unlink(&vlinger, vl);
 	if (gone) {
-		ev_io_stop(loop, &vl->w);
+		san_ev.ev_io_stop(loop, &vl->w);
 		while (vl->reqs) {
 			b_reject(vl->reqs->rq, SAN_R_NOT_OWNER);
 			b_req_free(vl->reqs);
@@ -2318,9 +2317,9 @@ static void vl_unlisten_on_engine(void *arg)
 	vl->calls--;
 	pthread_mutex_unlock(&vl_lock);
 	/* (a revive queued before this call may have run already: its timer must not be live) */
-	ev_timer_stop(san_engine_loop(), &vl->linger);
+	san_ev.ev_timer_stop(san_engine_loop(), &vl->linger);
 	ev_timer_init(&vl->linger, vl_linger_end, V_LINGER_S, 0.);
-	ev_timer_start(san_engine_loop(), &vl->linger);
+	san_ev.ev_timer_start(san_engine_loop(), &vl->linger);
 }
 
 static void vl_revive_on_engine(void *arg)
@@ -2330,7 +2329,8 @@ static void vl_revive_on_engine(void *arg)
 	pthread_mutex_lock(&vl_lock);
 	vl->calls--;
 	pthread_mutex_unlock(&vl_lock);
-	ev_timer_stop(san_engine_loop(), &vl->linger); /* (started by the call before this one) */
+	/* (started by the call before this one) */
+	san_ev.ev_timer_stop(san_engine_loop(), &vl->linger);
 }
 
 static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)

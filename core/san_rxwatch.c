@@ -3,9 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ev.h>
-
 #include "core/san_engine.h"
+#include "core/san_ev.h"
 #include "core/san_rxwatch.h"
 #include "core/san_sock.h"
 #include "proto/san_wire.h"
@@ -99,7 +98,7 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
 	if (__atomic_load_n(&san_rxwatch_nquiet, __ATOMIC_SEQ_CST) &&
 	    !__atomic_exchange_n(&tick_on, 1, __ATOMIC_SEQ_CST))
 		return;
-	ev_timer_stop(loop, w);
+	san_ev.ev_timer_stop(loop, w);
 }
 
 static void tick_start(void *arg)
@@ -107,7 +106,7 @@ static void tick_start(void *arg)
 	(void)arg;
 	if (!ev_is_active(&tick)) {
 		ev_timer_init(&tick, on_tick, QUIET_TICK, QUIET_TICK);
-		ev_timer_start(san_engine_loop(), &tick);
+		san_ev.ev_timer_start(san_engine_loop(), &tick);
 	}
 }
 

@@ -8,10 +8,9 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
-#include <ev.h>
-
 #include "core/san_config.h"
 #include "core/san_engine.h"
+#include "core/san_ev.h"
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
 #include "core/san_sidechan.h"
@@ -423,8 +422,8 @@ struct side_conn {
 
 static void side_close(struct ev_loop *loop, struct side_conn *c)
 {
-	ev_io_stop(loop, &c->w);
-	ev_timer_stop(loop, &c->retry);
+	san_ev.ev_io_stop(loop, &c->w);
+	san_ev.ev_timer_stop(loop, &c->retry);
 	san_side_rx_close_fds(&c->prx);
 	san_sys_close(c->w.fd);
 	san_sock_put(c->s);
@@ -729,13 +728,13 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 	if (why == SAN_R_NOT_OWNER && !(c->prx.msg.u.propose.caps & SAN_CAP_RETRIES) &&
 	    ++c->tries < SAN_B_ACCEPT_TRIES && b_owner_may_come(&c->prx.msg.u.propose)) {
 		ev_timer_set(&c->retry, 0.005, 0.);
-		ev_timer_start(loop, &c->retry);
+		san_ev.ev_timer_start(loop, &c->retry);
 		return;
 	}
 	if (why == SAN_R_BUSY && c->busy_kernel && ++c->tries < SAN_B_BUSY_TRIES &&
 	    b_receive_returns_soon(c->s)) {
 		ev_timer_set(&c->retry, 0.001, 0.);
-		ev_timer_start(loop, &c->retry);
+		san_ev.ev_timer_start(loop, &c->retry);
 		return;
 	}
 	san_side_rx_close_fds(&c->prx);
@@ -747,7 +746,7 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 	} else if (c->stage == 2) {
 		side_close(loop, c);
 	} else {
-		ev_io_start(loop, &c->w);
+		san_ev.ev_io_start(loop, &c->w);
 	}
 }
 
@@ -773,7 +772,7 @@ static void b_side_read(struct ev_loop *loop, ev_io *w, int revents)
 			return;
 		}
 		/* Nothing more may come before our answer: stop reading meanwhile. */
-		ev_io_stop(loop, w);
+		san_ev.ev_io_stop(loop, w);
 		b_on_propose(loop, c);
 		return;
 	}
@@ -819,7 +818,7 @@ static void b_listener_read(struct ev_loop *loop, ev_io *w, int revents)
 		c->prx.fd = c->prx.pidfd = -1;
 		ev_io_init(&c->w, b_side_read, fd, EV_READ);
 		ev_init(&c->retry, b_propose_retry);
-		ev_io_start(loop, &c->w);
+		san_ev.ev_io_start(loop, &c->w);
 	}
 }
 
@@ -838,7 +837,7 @@ static void listen_on_engine(void *arg)
 {
 	struct side_listener *l = arg;
 
-	ev_io_start(san_engine_loop(), &l->w);
+	san_ev.ev_io_start(san_engine_loop(), &l->w);
 }
 
 #define SAN_SIDE_LINGER 2.0 /* seconds a side channel outlives its TCP listener */
@@ -848,7 +847,7 @@ static void side_linger_end(struct ev_loop *loop, ev_timer *t, int revents)
 	struct side_listener *l = (struct side_listener *)((char *)t -
 							   offsetof(struct side_listener, linger));
 
-	ev_io_stop(loop, &l->w);
+	san_ev.ev_io_stop(loop, &l->w);
 	san_sys_close(l->w.fd);
 	free(l);
 }
@@ -864,7 +863,7 @@ static void unlisten_on_engine(void *arg)
 	struct side_listener *l = arg;
 
 	ev_timer_init(&l->linger, side_linger_end, SAN_SIDE_LINGER, 0.);
-	ev_timer_start(san_engine_loop(), &l->linger);
+	san_ev.ev_timer_start(san_engine_loop(), &l->linger);
 }
 
 /*
@@ -947,8 +946,8 @@ static void conn_name_close(struct ev_loop *loop, struct conn_name *cn)
 	if (cn->closed)
 		return;
 	cn->closed = true;
-	ev_io_stop(loop, &cn->w);
-	ev_timer_stop(loop, &cn->t);
+	san_ev.ev_io_stop(loop, &cn->w);
+	san_ev.ev_timer_stop(loop, &cn->t);
 	san_sys_close(cn->w.fd);
 }
 
@@ -961,8 +960,8 @@ static void conn_name_start(void *arg)
 {
 	struct conn_name *cn = arg;
 
-	ev_io_start(san_engine_loop(), &cn->w);
-	ev_timer_start(san_engine_loop(), &cn->t);
+	san_ev.ev_io_start(san_engine_loop(), &cn->w);
+	san_ev.ev_timer_start(san_engine_loop(), &cn->t);
 }
 
 static void conn_name_free(void *arg)
@@ -1071,7 +1070,7 @@ static void anchor_read(struct ev_loop *loop, ev_io *w, int revents)
 	san_sock_lock(s);
 	san_sock_check_anchor(s);
 	if (s->anchor_dead)
-		ev_io_stop(loop, w);
+		san_ev.ev_io_stop(loop, w);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -1080,14 +1079,14 @@ static void watch_on_engine(void *arg)
 	struct anchor_watch *a = arg;
 
 	ev_io_init(&a->w, anchor_read, a->s->tcp, EV_READ);
-	ev_io_start(san_engine_loop(), &a->w);
+	san_ev.ev_io_start(san_engine_loop(), &a->w);
 }
 
 static void unwatch_on_engine(void *arg)
 {
 	struct anchor_watch *a = arg;
 
-	ev_io_stop(san_engine_loop(), &a->w);
+	san_ev.ev_io_stop(san_engine_loop(), &a->w);
 	san_sock_put(a->s);
 	free(a);
 }
@@ -1142,13 +1141,13 @@ static void sock_watch_start_on_engine(void *arg)
 {
 	struct sock_watch *sw = arg;
 
-	ev_io_start(san_engine_loop(), &sw->w);
+	san_ev.ev_io_start(san_engine_loop(), &sw->w);
 }
 
 /* Stop (on the engine thread), close its dup, drop its reference. */
 static void sock_watch_free(struct ev_loop *loop, struct sock_watch *sw)
 {
-	ev_io_stop(loop, &sw->w);
+	san_ev.ev_io_stop(loop, &sw->w);
 	san_sys_close(sw->w.fd);
 	san_sock_put(sw->s);
 	free(sw);
@@ -1260,7 +1259,7 @@ static void fin_writable(struct ev_loop *loop, ev_io *w, int revents)
 	if (s->proc->fw != f) {
 		/* san_up_unwatch took it: its queued call frees it */
 		pthread_mutex_unlock(&s->lock);
-		ev_io_stop(loop, w);
+		san_ev.ev_io_stop(loop, w);
 		return;
 	}
 	san_sock_flush_fin(s);

@@ -1,7 +1,8 @@
 #!/bin/bash
 # t_symbols — the library exports exactly the names of preload/libsanswitch.map's global section,
 # each of them a name libc defines; it loads cleanly into a program; it does not link rdma-core,
-# and a preloaded process maps rdma-core only when the verbs provider may use a device.
+# and a preloaded process maps rdma-core only when the verbs provider may use a device; nor
+# libev, which a preloaded process maps only once its engine starts.
 # timeout: 30
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -109,3 +110,30 @@ for p in shm none auto verbs; do
 done
 log "rdma-core not mapped by a preloaded process that listens and connects" \
 	"(RDMA devices: ${devices:-none})"
+
+# libev is loaded when the engine first starts (core/san_ev.c), not with the library: a preloaded
+# process that makes no TCP connection never maps it, one that does maps it and still switches.
+grep -E 'libev\.so' "$TMP/ldd" &&
+	fail "$SO links libev again: it must be dlopened when the engine starts (core/san_ev.c)"
+out=$(preload sh -c 'grep -c "libev\.so" /proc/self/maps' 2>"$TMP/ev.idle.err") || true
+no_preload_errors "$TMP/ev.idle.err"
+[ "${out:-x}" = 0 ] || { show "$TMP/ev.idle.err"; fail "a preloaded process without sockets maps libev ($out)"; }
+got=$(preload env SANSWITCH_LOG=debug "$PY" - 2>"$TMP/ev.conn.err" <<'PYEOF'
+import socket
+lst = socket.socket()
+lst.bind(("127.0.0.1", 0))
+lst.listen(1)
+cli = socket.create_connection(lst.getsockname())
+srv, _ = lst.accept()
+for _ in range(3):
+    cli.sendall(b"x" * 100)
+    assert srv.recv(4096)
+with open("/proc/self/maps") as f:
+    print("libev" if "libev.so" in f.read() else "none")
+PYEOF
+) || { show "$TMP/ev.conn.err"; fail "the connecting program failed"; }
+no_preload_errors "$TMP/ev.conn.err"
+[ "$got" = libev ] || { show "$TMP/ev.conn.err"; fail "libev not mapped once a connection was made ($got)"; }
+grep -q 'engine: progress thread started' "$TMP/ev.conn.err" ||
+	{ show "$TMP/ev.conn.err"; fail "the engine did not start for a connection"; }
+log "libev mapped only once the engine starts"
