@@ -410,6 +410,8 @@ void san_config_init(void)
 		/* A warning, not info: a forgotten test switch must not go unnoticed. */
 		san_warn("SANSWITCH_FAULT: injecting %s (a testing switch)", list);
 	}
+	if (!san_log_enabled(SAN_LOG_DEBUG))
+		return; /* (every process runs this: no formatting for a line nobody reads) */
 	snprintf(ahead, sizeof(ahead), "%u", san_cfg.read_ahead);
 	snprintf(area, sizeof(area), "%u", san_cfg.verbs_area);
 	san_debug("config: bulk=%s inline_max=%u spin_us=%u direct=%u read_ahead=%s verbs_area=%s "

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/san_fdtable.h"
 #include "core/san_inherit.h"
@@ -48,19 +49,18 @@ static int by_inode_then_fd(const void *a, const void *b)
 	return x->fd < y->fd ? -1 : x->fd > y->fd;
 }
 
-/* The inode of a socket from its /proc/self/fd link ("socket:[N]"); 0 if not a socket. */
-static uint64_t socket_inode(int dfd, const char *name)
+/*
+ * The inode of a socket, which names the connection whatever number it has here; 0 if it cannot
+ * be had. Asked only of a socket: fstat of the file behind any other fd could wait on a dead NFS
+ * or FUSE server.
+ */
+static uint64_t socket_inode(int fd)
 {
-	char link[64];
-	long len = SAN_SYS(SYS_readlinkat, (long)dfd, name, link, (long)sizeof(link) - 1);
-	char *end;
-	unsigned long long ino;
+	struct stat st;
 
-	if (len <= 8 || memcmp(link, "socket:[", 8))
+	if (SAN_SYS(SYS_fstat, (long)fd, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return 0;
-	link[len] = '\0';
-	ino = strtoull(link + 8, &end, 10);
-	return *end == ']' ? (uint64_t)ino : 0;
+	return (uint64_t)st.st_ino;
 }
 
 void san_inherit_scan(void)
@@ -90,10 +90,14 @@ void san_inherit_scan(void)
 			memcpy(&reclen, buf + off + 16, sizeof(reclen));
 			off += reclen;
 			fd = strtol(name, &end, 10);
-			/* the link, not the file: an fstat could wait on a dead NFS or FUSE server */
-			if (*end || end == name || fd < 0 || fd == dfd || !(ino = socket_inode(dfd, name)))
+			if (*end || end == name || fd < 0 || fd == dfd)
 				continue;
-			if (!established_tcp((int)fd, &flags))
+			/*
+			 * The socket options first: on any fd that is no socket they fail at
+			 * once (ENOTSOCK), never touching the file, and cost less than the
+			 * readlink of its /proc entry did (the scan runs in every process).
+			 */
+			if (!established_tcp((int)fd, &flags) || !(ino = socket_inode((int)fd)))
 				continue;
 			if (fd >= (long)san_fdt.size || n == SAN_INHERIT_MAX) {
 				/* a number we could not follow might be another of a connection's */

@@ -1110,12 +1110,14 @@ static void v_flush_all(void)
 {
 	const uint64_t s_ns = 1000000000ull;
 	uint64_t seen = atomic_load(&frames_sent);
-	uint64_t start = san_sock_now_ns(), idle_since = start; /* not time(): whole seconds */
+	uint64_t start, idle_since;
 	unsigned int lock_waits = 0;
 
+	/* (every process's exit comes here: one that never ran a verbs connection reads no clock) */
 	if (!atomic_load_explicit(&nrunning, memory_order_relaxed) ||
 	    getpid() != atomic_load(&run_pid))
 		return; /* (a vfork child shares our memory, not our connections) */
+	start = idle_since = san_sock_now_ns(); /* not time(): whole seconds */
 	for (;;) {
 		bool busy = false;
 		uint64_t now_sent, now;
