@@ -118,7 +118,8 @@ grep -E 'libev\.so' "$TMP/ldd" &&
 out=$(preload sh -c 'grep -c "libev\.so" /proc/self/maps' 2>"$TMP/ev.idle.err") || true
 no_preload_errors "$TMP/ev.idle.err"
 [ "${out:-x}" = 0 ] || { show "$TMP/ev.idle.err"; fail "a preloaded process without sockets maps libev ($out)"; }
-got=$(preload env SANSWITCH_LOG=debug "$PY" - 2>"$TMP/ev.conn.err" <<'PYEOF'
+# A connection to itself, an echo of 3 x 100 bytes checked; prints whether libev is mapped.
+cat >"$TMP/ev_conn.py" <<'PYEOF'
 import socket
 lst = socket.socket()
 lst.bind(("127.0.0.1", 0))
@@ -127,13 +128,43 @@ cli = socket.create_connection(lst.getsockname())
 srv, _ = lst.accept()
 for _ in range(3):
     cli.sendall(b"x" * 100)
-    assert srv.recv(4096)
+    got = b""
+    while len(got) < 100:
+        got += srv.recv(4096)
+    srv.sendall(got)
+    back = b""
+    while len(back) < 100:
+        back += cli.recv(4096)
+    assert back == b"x" * 100, back
 with open("/proc/self/maps") as f:
     print("libev" if "libev.so" in f.read() else "none")
 PYEOF
-) || { show "$TMP/ev.conn.err"; fail "the connecting program failed"; }
+got=$(preload env SANSWITCH_LOG=debug "$PY" "$TMP/ev_conn.py" 2>"$TMP/ev.conn.err") ||
+	{ show "$TMP/ev.conn.err"; fail "the connecting program failed"; }
 no_preload_errors "$TMP/ev.conn.err"
 [ "$got" = libev ] || { show "$TMP/ev.conn.err"; fail "libev not mapped once a connection was made ($got)"; }
 grep -q 'engine: progress thread started' "$TMP/ev.conn.err" ||
 	{ show "$TMP/ev.conn.err"; fail "the engine did not start for a connection"; }
 log "libev mapped only once the engine starts"
+
+# A libev that cannot be loaded (here a mount namespace hides it behind /dev/null): one error
+# line, the connection stays on kernel TCP and carries every byte. Needs root for the mount.
+EV_SO=$(ldconfig -p 2>/dev/null | awk '$1 == "libev.so.4" { print $NF; exit }')
+if [ -n "$EV_SO" ] && [ -e "$EV_SO" ] && unshare -m true 2>/dev/null; then
+	rc=0
+	# shellcheck disable=SC2016 # (the inner shell expands them)
+	out=$(unshare -m sh -c 'mount --bind /dev/null "$1" && shift && exec "$@"' sh "$EV_SO" \
+		env LD_PRELOAD="$PRELOAD" SANSWITCH_STATS=1 "$PY" "$TMP/ev_conn.py" \
+		2>"$TMP/ev.none.err") || rc=$?
+	if [ "$rc" -ne 0 ] || [ "$out" != none ]; then
+		show "$TMP/ev.none.err"
+		fail "without libev: exit $rc, libev mapped: $out"
+	fi
+	[ "$(grep -c 'engine: cannot load libev' "$TMP/ev.none.err")" -eq 1 ] ||
+		{ show "$TMP/ev.none.err"; fail "without libev: not exactly one error line"; }
+	l=$(stats_line "$TMP/ev.none.err") || exit 1
+	[ "$(field "$l" switched)" -eq 0 ] || fail "without libev: switched: $l"
+	log "libev that cannot be loaded: one error line, the connection stays TCP, bytes checked"
+else
+	log "(no mount namespace here: the case without libev is not run)"
+fi
