@@ -43,7 +43,10 @@ extern struct san_ev_syms san_ev;
  * Make san_ev usable: 0, or -ENOSYS when it never will be in this process (libev.so.4 or one of
  * its functions cannot be loaded: an error line says which, once; the engine does not start and
  * connections stay on kernel TCP). Decided once per process by the first caller; later calls
- * cost one load.
+ * cost one load. The first call runs dlopen() under the engine's lock (san_engine.c): a thread
+ * that starts the engine from a library constructor, inside the loader's lock, while another
+ * thread's first start waits for that lock, would wait for ever; the same holds for rdma-core
+ * (san_rdma_load), and no program is known to do so.
  */
 int san_ev_load(void);
 
