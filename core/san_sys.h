@@ -48,6 +48,12 @@ static inline long san_sys_recv(int fd, void *b, size_t n, int flags)
 	return SAN_SYS(SYS_recvfrom, (long)fd, b, (long)n, (long)flags, NULL, NULL);
 }
 
+/* Up to n messages in one call (MSG_DONTWAIT: those already queued); their count. */
+static inline long san_sys_recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
+{
+	return SAN_SYS(SYS_recvmmsg, (long)fd, v, (long)n, (long)flags, NULL);
+}
+
 static inline int san_sys_poll(struct pollfd *p, nfds_t n, int timeout_ms)
 {
 	struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
