@@ -793,6 +793,37 @@ int san_sock_rcvlowat(int fd, int *val, bool set)
 	return r;
 }
 
+/*
+ * TCP_CORK holds back a TCP socket's partial segments until it is taken off; it says nothing
+ * about which bytes arrive or in what order. On a switched connection the bytes go through the
+ * ring, where there are no segments to hold, and the anchor carries none of them: the option
+ * is the application's view only, kept here instead of set on the anchor. nginx (tcp_nopush)
+ * corks and uncorks around every response, two system calls per request on the anchor that
+ * changed nothing. Asked before any set since the swap: the anchor's value (set on TCP).
+ */
+int san_sock_tcp_cork(int fd, int *val, bool set)
+{
+	struct san_sock *s = san_sock_get(fd);
+	int r = SAN_PASS;
+
+	if (!s)
+		return SAN_PASS;
+	san_sock_lock(s);
+	if (s->swapped && s->tcp >= 0) {
+		if (set) {
+			s->cork_on = *val != 0;
+			s->cork_set = true;
+			r = 0;
+		} else if (s->cork_set) {
+			*val = s->cork_on;
+			r = 0;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
+	return r;
+}
+
 /* The provider a connection's slot shows once it is committed to one. */
 static int sock_stats_prov(const struct san_sock *s)
 {

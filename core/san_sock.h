@@ -239,6 +239,8 @@ struct san_sock {
 	bool ep_overflow; /* more registrations than we can re-create: do not switch */
 	bool counts_fault_done; /* SANSWITCH_FAULT=counts_busy was played on it */
 	int lowat_app; /* committed, not swapped: the application's SO_RCVLOWAT (> 1), ours is 1 */
+	bool cork_set; /* swapped: the application set TCP_CORK since (san_sock_tcp_cork) */
+	bool cork_on;  /* and to what */
 };
 
 /*
@@ -330,6 +332,11 @@ bool san_sock_sandbox(void);
  * san_sock.c); else the TCP socket's (the anchor's once swapped). 0, -errno, or SAN_PASS.
  */
 int san_sock_rcvlowat(int fd, int *val, bool set);
+/*
+ * TCP_CORK set (*val) or asked (into *val) on a switched connection: kept here, not on the
+ * anchor. 0, or SAN_PASS: the kernel's (not switched, or asked before any set since the swap).
+ */
+int san_sock_tcp_cork(int fd, int *val, bool set);
 bool san_sock_counts_ok(struct san_sock *s);
 /*
  * The process exits (the stats line): a connection committed to the SAN whose application

@@ -1,5 +1,7 @@
 /* preload — wrappers: socket setup and control (socket, listen, accept, connect, options). */
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include "preload/san_preload.h"
 
@@ -128,6 +130,15 @@ SAN_EXPORT int getsockopt(int fd, int level, int name, void *__restrict val,
 	if (unlikely(san_switched(fd))) {
 		int e;
 
+		/* (as the kernel answers: at most an int's bytes, fewer if the caller asks fewer) */
+		if (level == IPPROTO_TCP && name == TCP_CORK && val && len && *len <= INT_MAX &&
+		    san_sock_tcp_cork(fd, &e, false) == 0) {
+			if (*len > sizeof(e))
+				*len = sizeof(e);
+			memcpy(val, &e, *len);
+			return 0;
+		}
+
 		/* A reset on the SAN is this socket's pending error, as RST would be on TCP. */
 		if (level == SOL_SOCKET && name == SO_ERROR && len && *len >= sizeof(int) &&
 		    san_sock_so_error(fd, &e) == 0) {
@@ -154,6 +165,14 @@ SAN_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
 		r = san_sock_rcvlowat(fd, &v, true);
 		if (r != SAN_PASS)
 			return (int)san_ret(r);
+	}
+	if (unlikely(san_switched(fd)) && level == IPPROTO_TCP && name == TCP_CORK && val &&
+	    len >= sizeof(int)) {
+		int v;
+
+		memcpy(&v, val, sizeof(v));
+		if (san_sock_tcp_cork(fd, &v, true) == 0)
+			return 0; /* kept with the connection: nothing for the anchor to do */
 	}
 	kfd = unlikely(san_switched(fd)) ? san_sock_anchor(fd) : fd;
 	r = SAN_REAL(setsockopt)(kfd, level, name, val, len);

@@ -463,6 +463,21 @@ def c_sockopts():
         after = attempt(lambda: a.getsockopt(lvl, opt))
         check("sockopt.%s" % nm, "before %s, set %s, after nonzero: %s" % (
             before, r, yn(after not in ("0",) and after.isdigit())))
+    # TCP_CORK (nginx's tcp_nopush, around every response): on a switched connection kept
+    # with it, not set on the anchor; what the application reads back must be what it set
+    T, CORK = socket.IPPROTO_TCP, socket.TCP_CORK
+    before = attempt(lambda: a.getsockopt(T, CORK))
+    r1 = attempt(lambda: a.setsockopt(T, CORK, 1))
+    on = attempt(lambda: a.getsockopt(T, CORK))
+    on1 = attempt(lambda: a.getsockopt(T, CORK, 1).hex())
+    short = attempt(lambda: a.setsockopt(T, CORK, b"\x00"))
+    data = blob(100)
+    a.sendall(data)
+    r0 = attempt(lambda: a.setsockopt(T, CORK, 0))
+    got = same(recv_exact(b, 100), data)
+    off = attempt(lambda: a.getsockopt(T, CORK))
+    check("sockopt.TCP_CORK", "before %s, set %s, then %s (1 byte: %s), 1-byte set %s, "
+          "unset %s, then %s; bytes %s" % (before, r1, on, on1, short, r0, off, got))
     rb = attempt(lambda: b.getsockopt(S, socket.SO_RCVBUF))
     check("sockopt.SO_RCVBUF", "positive" if rb.isdigit() and int(rb) > 0 else rb)
     try:
