@@ -20,6 +20,7 @@
 #include "core/san_forked.h"
 #include "core/san_log.h"
 #include "core/san_sock.h"
+#include "core/san_cpuload.h"
 #include "core/san_sig.h"
 #include "core/san_slab.h"
 #include "core/san_stats.h"
@@ -1915,9 +1916,9 @@ void san_sock_check_anchor(struct san_sock *s)
 static bool spin_for(struct san_sock *s)
 {
 	unsigned int us = san_sock_spin_us();
-	uint64_t end = now_ns() + (uint64_t)us * 1000u;
+	uint64_t now = now_ns(), end = now + (uint64_t)us * 1000u;
 
-	if (!us)
+	if (!us || san_cpuload_crowded(now))
 		return false;
 	for (bool spun = false;; spun = true) {
 		if (s->prov && s->prov->spin_poll)

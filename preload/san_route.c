@@ -1,5 +1,6 @@
 /* preload — the data calls of managed fds, in the one shape core/ takes (an iovec array). */
 #include "preload/san_preload.h"
+#include "core/san_cpuload.h"
 
 #include <time.h>
 
@@ -36,10 +37,14 @@ static uint64_t mono_ns(void)
 uint64_t san_route_spin_until(int timeout_ms)
 {
 	unsigned int us = san_sock_spin_us();
+	uint64_t now;
 
 	if (!us || timeout_ms == 0)
 		return 0;
-	return mono_ns() + (uint64_t)us * 1000u;
+	now = mono_ns();
+	if (san_cpuload_crowded(now))
+		return 0; /* every CPU taken: the spin would take the peer's time (san_cpuload.h) */
+	return now + (uint64_t)us * 1000u;
 }
 
 /* Still spinning? A spin that runs out is reported: the next ones get shorter. */

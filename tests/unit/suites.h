@@ -24,6 +24,7 @@
 	X(memhook)         \
 	X(vpool)           \
 	X(linkrate)        \
+	X(cpuload)         \
 	X(upgrade)         \
 	X(shm_ring)        \
 	X(shm_cma)         \
