@@ -42,11 +42,12 @@ extern struct san_ev_syms san_ev;
 /*
  * Make san_ev usable: 0, or -ENOSYS when it never will be in this process (libev.so.4 or one of
  * its functions cannot be loaded: an error line says which, once; the engine does not start and
- * connections stay on kernel TCP). Decided once per process by the first caller; later calls
- * cost one load. The first call runs dlopen() under the engine's lock (san_engine.c): a thread
- * that starts the engine from a library constructor, inside the loader's lock, while another
- * thread's first start waits for that lock, would wait for ever; the same holds for rdma-core
- * (san_rdma_load), and no program is known to do so.
+ * connections stay on kernel TCP). Decided once per process; once decided, a call costs one load.
+ * The library calls it with none of its locks held at a process's first connect, accept and
+ * listen (san_sock.c), so that the engine's first start, under its lock and often under a
+ * connection's, finds it done; and no thread ever waits for another's dlopen() (san_ev.c): one
+ * inside a library constructor holds the loader's lock, which that dlopen() may wait for. A
+ * process whose first need comes another way (a connection adopted at exec) loads it there.
  */
 int san_ev_load(void);
 

@@ -14,7 +14,9 @@
 #include "core/san_config.h"
 #include "core/san_core.h"
 #include "core/san_epoll_early.h"
+#include "core/san_engine.h"
 #include "core/san_epshadow.h"
+#include "core/san_ev.h"
 #include "core/san_rxwatch.h"
 #include "core/san_fdtable.h"
 #include "core/san_forked.h"
@@ -599,6 +601,11 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 			san_sock_drop_fd(fd, true, SAN_FB_CONF);
 			return;
 		}
+		/* libev, which a switched connection needs, loaded here with none of our locks held */
+		if (san_ev_load() < 0) {
+			san_sock_drop_fd(fd, true, SAN_FB_NO_PROVIDER);
+			return;
+		}
 		if (!(s = sock_alloc(fd, SAN_UP_ROLE_A)))
 			return;
 		sock_adopt_early(s, early, nearly);
@@ -618,7 +625,8 @@ void san_sock_on_accept(int lfd, int fd)
 {
 	struct san_sock *s;
 
-	if (!san_prov_any()) {
+	/* (libev, as for a connect: san_ev_load) */
+	if (!san_prov_any() || san_ev_load() < 0) {
 		/* no provider of this build may carry it: no window, plain TCP at once */
 		san_sock_drop_fd(fd, false, SAN_FB_NO_PROVIDER);
 		return;
@@ -687,7 +695,7 @@ void san_sock_adopt(const int *fds, int n, uint32_t flags)
 
 void san_sock_on_listen(int fd)
 {
-	if (!san_cfg.disable)
+	if (!san_cfg.disable && san_ev_load() == 0)
 		san_prov_listen(fd);
 }
 
@@ -1734,6 +1742,14 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
 	}
 	if (!a_may_propose(s))
 		return;
+	/*
+	 * A switched connection needs the progress thread (its anchor watched, its peer's death
+	 * seen): one that cannot start leaves the connection on TCP now, not reset after the commit.
+	 */
+	if (san_engine_start() < 0) {
+		san_sock_drop(s, SAN_FB_NO_PROVIDER);
+		return;
+	}
 	/*
 	 * Each provider in turn until one finds the peer (shm: on this host; verbs: RDMA). A
 	 * connection proposed late (a peer on this host, bytes moved already) is shm's alone:

@@ -165,6 +165,38 @@ if [ -n "$EV_SO" ] && [ -e "$EV_SO" ] && unshare -m true 2>/dev/null; then
 	l=$(stats_line "$TMP/ev.none.err") || exit 1
 	[ "$(field "$l" switched)" -eq 0 ] || fail "without libev: switched: $l"
 	log "libev that cannot be loaded: one error line, the connection stays TCP, bytes checked"
+	# The same with libev missing at the client only, its server preloaded as usual: the client
+	# must not propose (a switched connection needs its engine: its anchor watched, its peer's
+	# death seen). Before, the client switched and ran the connection without a progress
+	# thread: a server killed after the switch-over left the client's select() asleep for good.
+	cat >"$TMP/ev_cli.py" <<'PYEOF'
+import socket, sys
+cli = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+for i in range(5):
+    msg = bytes([65 + i]) * 100
+    cli.sendall(msg)
+    back = b""
+    while len(back) < 100:
+        back += cli.recv(4096)
+    assert back == msg, back
+cli.close()
+print("ok")
+PYEOF
+	SANSWITCH_STATS=1 start_pf evsrv pre "$PY" "$E2E_DIR/tcpecho.py" '{PORTFILE}'
+	rc=0
+	# shellcheck disable=SC2016 # (the inner shell expands them)
+	out=$(unshare -m sh -c 'mount --bind /dev/null "$1" && shift && exec "$@"' sh "$EV_SO" \
+		env LD_PRELOAD="$PRELOAD" SANSWITCH_STATS=1 "$PY" "$TMP/ev_cli.py" "$SERVER_PORT" \
+		2>"$TMP/ev.cli.err") || rc=$?
+	stop "$SERVER_PID"
+	if [ "$rc" -ne 0 ] || [ "$out" != ok ]; then
+		show "$TMP/ev.cli.err"
+		fail "client without libev: exit $rc ($out)"
+	fi
+	l=$(stats_line "$TMP/ev.cli.err") || exit 1
+	[ "$(field "$l" switched)" -eq 0 ] && [ "$(field "$l" fallback)" -eq 1 ] ||
+		fail "client without libev, server with it: the client must stay TCP: $l"
+	log "libev missing at the client only: it stays TCP (no proposal), bytes checked"
 else
 	log "(no mount namespace here: the case without libev is not run)"
 fi
