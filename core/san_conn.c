@@ -1580,12 +1580,12 @@ size_t san_conn_rx_bytes(struct san_sock *s)
 
 /*
  * Take the doorbells off X: how many (zero-length messages); -1 once X is shut for good. Up to
- * SAN_CONN_DRAIN_BATCH in one system call: the common drain takes the one doorbell there is
+ * SAN_CONN_DRAIN_BATCH at a time, in one system call: the common drain takes the one doorbell there is
  * and learns that it was the last from the same call's short count, where a receive per
  * message needed a second one to meet EAGAIN (an edge-triggered consumer, nginx, drains at
  * every request).
  */
-#define SAN_CONN_DRAIN_BATCH 64
+#define SAN_CONN_DRAIN_BATCH 16 /* (1 KiB of stack: a receive may run on a signal stack) */
 
 static int rx_drain(struct san_sock *s)
 {

@@ -1,9 +1,11 @@
 /* core — whether the host's CPUs are all taken (san_cpuload.h). */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/san_core.h"
 #include "core/san_cpuload.h"
 #include "core/san_sys.h"
 
@@ -90,7 +92,7 @@ static bool thread_waits(uint64_t now_ns)
 	char buf[128];
 	uint64_t w;
 
-	if (me_at && now_ns - me_at < SAN_CPULOAD_SAMPLE_NS)
+	if (me_at && (int64_t)(now_ns - me_at) < (int64_t)SAN_CPULOAD_SAMPLE_NS)
 		return me_waits;
 	if (!read_proc("/proc/thread-self/schedstat", buf, sizeof(buf)) ||
 	    !san_cpuload_parse_wait(buf, &w)) {
@@ -104,7 +106,6 @@ static bool thread_waits(uint64_t now_ns)
 }
 
 static uint64_t sampled_at; /* 0: never */
-static int sampling;	    /* one thread samples; the others keep the last verdict */
 static bool last_sample;    /* the last sample's own verdict */
 static bool crowded;
 static int cpus;
@@ -113,20 +114,33 @@ static bool host_crowded(uint64_t now_ns)
 {
 	uint64_t at = __atomic_load_n(&sampled_at, __ATOMIC_RELAXED);
 
-	if ((at && now_ns - at < SAN_CPULOAD_SAMPLE_NS) ||
-	    __atomic_exchange_n(&sampling, 1, __ATOMIC_ACQUIRE))
+	/*
+	 * (Signed: another thread may have stamped a later clock than ours.) The sample is the
+	 * thread's that moves the stamp: no flag that a fork or a signal handler's longjmp in
+	 * the middle of a sample could leave set, nothing waited for.
+	 */
+	if ((at && (int64_t)(now_ns - at) < (int64_t)SAN_CPULOAD_SAMPLE_NS) ||
+	    !__atomic_compare_exchange_n(&sampled_at, &at, now_ns ? now_ns : 1, false,
+					 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		return __atomic_load_n(&crowded, __ATOMIC_RELAXED);
-	if (!cpus)
+	if (!cpus) {
+		int e = errno; /* (glibc's count may set it: the application's call is not ours) */
+
 		cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+		errno = e;
+	}
 	__atomic_store_n(&crowded, san_cpuload_fold(read_runnable(), cpus, &last_sample),
 			 __ATOMIC_RELAXED);
-	__atomic_store_n(&sampled_at, now_ns ? now_ns : 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&sampling, 0, __ATOMIC_RELEASE);
 	return __atomic_load_n(&crowded, __ATOMIC_RELAXED);
 }
 
 bool san_cpuload_crowded(uint64_t now_ns)
 {
-	/* (the thread's sample is taken only while the host looks crowded) */
+	/*
+	 * (the thread's sample is taken only while the host looks crowded). A process confined
+	 * by seccomp may not open files: it is never crowded, it spins as before.
+	 */
+	if (san_core_is_sandboxed())
+		return false;
 	return host_crowded(now_ns) && thread_waits(now_ns);
 }
