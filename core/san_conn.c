@@ -276,11 +276,15 @@ static uint64_t window_room(struct san_sock *s)
 {
 	uint64_t cons, limit, used;
 
-	if (!s->snd_window || !s->txr.sh || !s->prov->peer_read_to ||
-	    !san_shm_ring_peer_window(&s->txr))
+	int r;
+
+	if (!s->snd_window || !s->txr.sh || !s->prov->peer_read_to)
 		return UINT64_MAX;
-	if (s->prov->peer_read_to(s, &cons) < 0)
-		return UINT64_MAX; /* broken: the send finds that out itself */
+	r = s->prov->peer_read_to(s, &cons);
+	if (r == -EAGAIN)
+		return 0; /* the peer's window is not known yet (verbs: its first RCV_WINDOW) */
+	if (r < 0 || !san_shm_ring_peer_window(&s->txr))
+		return UINT64_MAX; /* none; or broken: the send finds that out itself */
 	limit = window_limit(s);
 	used = s->txr.prod - cons;
 	return used < limit ? limit - used : 0;

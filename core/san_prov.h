@@ -82,9 +82,10 @@ struct san_prov_ops {
 	 * provider that can see how far the peer's application has read (NULL: no bound):
 	 * peer_read_to: the position of our outbound ring up to which the peer's application
 	 * has read, in txr's units (shm: its consumer index; verbs: the pump's, less the frame
-	 * bytes sent that the peer's RCV_WINDOW does not yet report read); 0 or -errno.
-	 * peer_read_arm: a send found the window full: 1 if the peer has read up to pos
-	 * already, else 0 with the sender's X to be unplugged when it has.
+	 * bytes sent that the peer's RCV_WINDOW does not yet report read); 0, -EAGAIN while the
+	 * peer's window is not known yet (verbs: before its first RCV_WINDOW), or -errno.
+	 * peer_read_arm: a send found the window full (or not known yet): 1 if the peer has
+	 * read up to pos already, else 0 with the sender's X to be unplugged when it has.
 	 * rcv_window_set: optional; our application's receive window (in rxr's header,
 	 * san_shm_ring_cons_window) changed: tell the peer (verbs: RCV_WINDOW).
 	 */

@@ -201,9 +201,11 @@ struct vconn {
 	uint32_t miss_streak, pause;	/* lookups that missed in a row; reads left to skip */
 	/* ---- socket buffer sizes (docs/verbs.md §1, "Socket buffer sizes") ---- */
 	bool win_cap;		   /* the peer reads RCV_WINDOW (its PROPOSE or ACCEPT said so) */
+	bool win_heard;		   /* its first RCV_WINDOW came */
+	bool read_armed;	   /* a send waits for the peer's reads (read_want) */
 	struct san_rcvwin_rx win_rx; /* rxr: delivered, read, told */
 	struct san_rcvwin_tx win_tx; /* txr: sent, read by the peer */
-	uint64_t read_want; /* a send waits until the peer has read up to this txr position */
+	uint64_t read_want; /* ... until the peer has read up to this txr position */
 };
 
 /*
@@ -558,9 +560,9 @@ static int win_tell(struct vconn *v)
 	uint64_t cons;
 	int r;
 
-	if (!v->win_cap || !v->c || v->gone || v->s->err ||
-	    san_shm_ring_prod_released(&v->fill, &cons) < 0)
-		return 0;
+	if (!v->win_cap || (v->win_rx.said && !win && !v->win_rx.win_told) || !v->c || v->gone ||
+	    v->s->err || san_shm_ring_prod_released(&v->fill, &cons) < 0)
+		return 0; /* (no window ever set, and said: not even a look at rxr) */
 	m.u.rcv_window.window = win;
 	m.u.rcv_window.consumed = san_rcvwin_rx_read(&v->win_rx, cons);
 	due = san_rcvwin_rx_due(&v->win_rx, win, m.u.rcv_window.consumed);
@@ -872,9 +874,9 @@ static uint64_t peer_read_pos(const struct vconn *v)
 /* A send waiting for the peer's reads (v_peer_read_arm) goes on: they came, or never will. */
 static void wake_window(struct vconn *v, bool gone)
 {
-	if (!v->read_want || (!gone && peer_read_pos(v) < v->read_want))
+	if (!v->read_armed || (!gone && (!v->win_heard || peer_read_pos(v) < v->read_want)))
 		return;
-	v->read_want = 0;
+	v->read_armed = false;
 	if (v->s->ylocal >= 0)
 		san_sock_unplug(v->s->ylocal);
 }
@@ -899,6 +901,7 @@ static int on_rcv_window(struct vconn *v, const void *msg, size_t len)
 		return -EPROTO;
 	}
 	san_shm_ring_cons_window(&v->pump, m.u.rcv_window.window);
+	v->win_heard = true;
 	wake_window(v, false);
 	return 0;
 }
@@ -1178,16 +1181,18 @@ static int v_peer_read_to(struct san_sock *s, uint64_t *pos)
 	if (!v)
 		return -ECONNRESET;
 	*pos = peer_read_pos(v);
-	return 0;
+	/* (the peer's first RCV_WINDOW comes just before its SWITCH, or right after: soon) */
+	return v->win_cap && !v->win_heard && !v->gone ? -EAGAIN : 0;
 }
 
 static int v_peer_read_arm(struct san_sock *s, uint64_t pos)
 {
 	struct vconn *v = s->pv;
 
-	if (!v || v->gone || peer_read_pos(v) >= pos)
+	if (!v || v->gone || ((!v->win_cap || v->win_heard) && peer_read_pos(v) >= pos))
 		return 1; /* (gone: the send finds the error) */
 	v->read_want = pos;
+	v->read_armed = true;
 	return 0;
 }
 

@@ -23,7 +23,7 @@ enum san_rcvwin_due san_rcvwin_rx_due(const struct san_rcvwin_rx *r, uint32_t wi
 {
 	uint64_t step = win / 4 ? win / 4 : 1;
 
-	if (win != r->win_told)
+	if (!r->said || win != r->win_told)
 		return SAN_RCVWIN_TELL;
 	if (!win)
 		return SAN_RCVWIN_QUIET;
@@ -36,6 +36,7 @@ void san_rcvwin_rx_told(struct san_rcvwin_rx *r, uint32_t win, uint64_t read)
 {
 	r->win_told = win;
 	r->told = read;
+	r->said = true;
 }
 
 int san_rcvwin_tx_report(struct san_rcvwin_tx *t, uint64_t consumed)

@@ -19,7 +19,8 @@
 struct san_rcvwin_rx {
 	uint64_t frames;    /* frame bytes delivered into the ring */
 	uint64_t told;	    /* ... read by the application, as last told */
-	uint32_t win_told;  /* the window as last told (0: none yet) */
+	uint32_t win_told;  /* the window as last told (0: none) */
+	bool said;	    /* the first RCV_WINDOW went: the sender may wait for it */
 	uint64_t pads_old;  /* PAD bytes before the last PAD */
 	uint64_t pad_end;   /* the last PAD: the ring position where it ends, and its length */
 	uint64_t pad_len;
@@ -40,9 +41,10 @@ enum san_rcvwin_due {
 	SAN_RCVWIN_TELL,  /* say it now */
 };
 /*
- * With window win now and read frame bytes read: is an RCV_WINDOW due? When the window
- * changed, or the application has read a quarter of it since the last one (a sender whose
- * window is full waits for these; more often would cost a message per read).
+ * With window win now and read frame bytes read: is an RCV_WINDOW due? The first one always
+ * (a sender whose own SO_SNDBUF is set waits for it: the peer's window, or none); then when
+ * the window changed, or the application has read a quarter of it since the last one (a
+ * sender whose window is full waits for these; more often would cost a message per read).
  */
 enum san_rcvwin_due san_rcvwin_rx_due(const struct san_rcvwin_rx *r, uint32_t win, uint64_t read);
 /* The RCV_WINDOW {win, read} went out. */

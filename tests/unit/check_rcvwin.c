@@ -84,9 +84,13 @@ START_TEST(test_due)
 	struct san_rcvwin_rx rx;
 
 	memset(&rx, 0, sizeof(rx));
-	/* no window ever set: never a message, whatever is read (today's behaviour) */
+	/* the first is due whatever the window (a bounded sender waits for it) */
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 0), SAN_RCVWIN_TELL);
+	san_rcvwin_rx_told(&rx, 0, 0);
+	/* then no window: never a message more, whatever is read */
 	rx.frames = 1 << 20;
 	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 1 << 20), SAN_RCVWIN_QUIET);
+	rx.frames = 0;
 	/* a window set: said at once */
 	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 0), SAN_RCVWIN_TELL);
 	san_rcvwin_rx_told(&rx, 8192, 0);
