@@ -16,7 +16,6 @@
 	X(frame)           \
 	X(credit)          \
 	X(window)          \
-	X(rcvwin)          \
 	X(ahead)           \
 	X(bulk)            \
 	X(stage)           \
