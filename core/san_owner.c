@@ -842,13 +842,29 @@ bool san_pidfd_exited(int pidfd)
 /* ------------------------------------------------------------------------------------------ */
 /* The proof.                                                                                   */
 
+/* A small file's first bytes, NUL-terminated; -errno. */
+static int san_read_small(const char *path, char *buf, size_t len)
+{
+	int fd = openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	long n;
+
+	if (fd < 0)
+		return -errno;
+	n = san_sys_read(fd, buf, len - 1);
+	san_sys_close(fd);
+	if (n < 0)
+		return (int)n;
+	buf[n] = '\0';
+	return 0;
+}
+
 bool san_owner_init_userns(void)
 {
 	unsigned long long in, out, count;
 	char buf[256];
 
 	/* one line, "0 0 4294967295" */
-	return san_sys_read_small("/proc/self/uid_map", buf, sizeof(buf)) == 0 &&
+	return san_read_small("/proc/self/uid_map", buf, sizeof(buf)) == 0 &&
 	       sscanf(buf, "%llu %llu %llu", &in, &out, &count) == 3 && !in && !out &&
 	       count == 4294967295ull && strchr(buf, '\n') == strrchr(buf, '\n');
 }
@@ -866,7 +882,7 @@ static bool san_uid_ambiguous(uint32_t uid)
 
 	if (san_owner_init_userns())
 		return false;
-	if (san_sys_read_small("/proc/sys/kernel/overflowuid", buf, sizeof(buf)) < 0)
+	if (san_read_small("/proc/sys/kernel/overflowuid", buf, sizeof(buf)) < 0)
 		return true; /* cannot tell which uid is the overflow one: none proves */
 	return uid == (uint32_t)strtoul(buf, NULL, 10);
 }

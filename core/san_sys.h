@@ -3,7 +3,6 @@
 #define SAN_SYS_H
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -53,25 +52,6 @@ static inline long san_sys_recv(int fd, void *b, size_t n, int flags)
 static inline long san_sys_recvmmsg(int fd, struct mmsghdr *v, unsigned int n, int flags)
 {
 	return SAN_SYS(SYS_recvmmsg, (long)fd, v, (long)n, (long)flags, NULL);
-}
-
-/*
- * A small file (a /proc one) into buf, as a string of at most len - 1 bytes: 0, or -errno. One
- * read: enough for the files this is for, which the kernel writes whole at the first read.
- */
-static inline int san_sys_read_small(const char *path, char *buf, size_t len)
-{
-	long fd = SAN_SYS(SYS_openat, (long)AT_FDCWD, path, (long)(O_RDONLY | O_CLOEXEC));
-	long n;
-
-	if (fd < 0)
-		return (int)fd;
-	n = SAN_SYS(SYS_read, fd, buf, (long)len - 1);
-	(void)SAN_SYS(SYS_close, fd);
-	if (n < 0)
-		return (int)n;
-	buf[n] = '\0';
-	return 0;
 }
 
 static inline int san_sys_poll(struct pollfd *p, nfds_t n, int timeout_ms)
