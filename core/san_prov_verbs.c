@@ -2109,7 +2109,8 @@ static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
 	if (r < 0) {
 		s->pv = NULL;
 		pthread_mutex_unlock(&s->lock);
-		san_debug("fd %d: verbs: accept failed (%s)", s->fd, strerror(-r));
+		san_info("fd %d: verbs: accepting the peer's connection failed (%s): it stays on "
+			 "TCP", s->fd, strerror(-r));
 		/* s->map and X are the sock's now: the fallback undoes them */
 		v->s = NULL;
 		v_free(v);

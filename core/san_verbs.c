@@ -1119,8 +1119,17 @@ int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_pa
 			copy_pdata(&ev->param.conn, reply, reply_len);
 		else if (reply_len)
 			*reply_len = 0;
-		san_debug("verbs: connect: %s (status %d)", san_rdma.rdma_event_str(ev->event),
-			  ev->status);
+		/*
+		 * A refusal is the peer's answer (no listener there, or ours says why); anything
+		 * else is the fabric's or the peer's failure, which a user would want told
+		 */
+		if (ev->event == RDMA_CM_EVENT_REJECTED)
+			san_debug("verbs: connect: %s (status %d)",
+				  san_rdma.rdma_event_str(ev->event), ev->status);
+		else
+			san_info("verbs: connect to %s port %u: %s (status %d): this connection "
+				 "stays on TCP", addr, (unsigned)port,
+				 san_rdma.rdma_event_str(ev->event), ev->status);
 		san_rdma.rdma_ack_cm_event(ev);
 		goto fail;
 	}

@@ -30,6 +30,8 @@ statline() {
 # switched onto verbs when both ends are preloaded, TCP otherwise.
 iperf() {
 	local name=$1 smode=$2 cmode=$3 rc=0 srv_rc=0 sent l f conns
+	# (a connection that stays on TCP says why, for the failure report: a few lines each)
+	local -x SANSWITCH_LOG=info
 	shift 3
 	start_listener "$name.srv" "$smode" 4 iperf3 -s -1 -J -B "$addr" -p '{PORT}'
 	as_t "$cmode" 120 iperf3 -c "$addr" -p "$SERVER_PORT" -J -n "$N" "$@" \
@@ -48,8 +50,11 @@ print(json.load(open(sys.argv[1]))["end"][sys.argv[2]]["bytes"])' "$TMP/$name.cl
 		l=$(statline "$f") || exit 1
 		conns=$(($(field "$l" switched) + $(field "$l" fallback)))
 		if [ "$smode" = pre ] && [ "$cmode" = pre ]; then
-			[ "$(field "$l" switched_verbs)" -eq "$conns" ] && [ "$conns" -ge 2 ] ||
+			[ "$(field "$l" switched_verbs)" -eq "$conns" ] && [ "$conns" -ge 2 ] || {
+				# (both ends' lines: why a connection stayed on TCP is told at one end or the other)
+				show "$TMP/$name.cli.err" "$TMP/$name.srv.err"
 				fail "$name: not every connection switched onto verbs: $l"
+			}
 		else
 			[ "$(field "$l" switched)" -eq 0 ] || fail "$name: switched with one end plain: $l"
 		fi
