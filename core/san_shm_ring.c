@@ -242,7 +242,7 @@ int san_shm_ring_prod_commit(struct san_shm_prod *p)
 		return -EINVAL;
 	p->res_cap = 0;
 	memcpy(f + offsetof(struct san_wire_hdr, seq), &seq_be, sizeof(seq_be));
-	n = san_frame_seal(f, cap);
+	n = (p->unhashed ? san_frame_seal_unhashed : san_frame_seal)(f, cap);
 	if (n < 0)
 		return -EINVAL;
 	if (p->res_pad) {
@@ -424,8 +424,10 @@ int san_shm_ring_cons_peek(struct san_shm_cons *c, struct san_shm_frame *f)
 		off = 0;
 		tail = c->size;
 	}
-	err = (pos < c->hashed_to ? san_frame_check_known : san_frame_check)(
-		c->data + off, avail < tail ? avail : tail, c->seq, c->max_msg, &flen);
+	err = (pos < c->hashed_to ? san_frame_check_known
+	       : c->unhashed_ok	  ? san_frame_check_unhashed_ok
+				  : san_frame_check)(c->data + off, avail < tail ? avail : tail,
+						     c->seq, c->max_msg, &flen);
 	if (err)
 		return san_shm_cons_fail(c, san_shm_frame_why(-err));
 	if (pos + flen > c->hashed_to)

@@ -225,6 +225,7 @@ struct san_shm_prod {
 	int err;	    /* 0, or -EPROTO once the peer broke the ring (sticky) */
 	const char *why;    /* with err: which rule, for the log */
 	bool hold;	    /* commits seal and advance prod but do not publish it (src_move) */
+	bool unhashed;	    /* the consumer takes frames without a hash (SAN_CAP_UNHASHED) */
 	uint64_t hold_prod; /* with hold: prod and seq where it began */
 	uint32_t hold_seq;
 };
@@ -249,6 +250,7 @@ struct san_shm_cons {
 	 * walk) hand it back (san_shm_ring_cons_known).
 	 */
 	uint64_t hashed_to;
+	bool unhashed_ok; /* we said we take frames without a hash (SAN_CAP_UNHASHED) */
 	uint32_t peek_len;
 	const void *peek_msg;
 	int err;

@@ -123,6 +123,8 @@ static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, uint64_t
 	r = san_shm_ring_prod_attach(&s->txr, a ? base : base + one, one, 0);
 	if (!r)
 		r = san_shm_ring_cons_attach(&s->rxr, a ? base + one : base, one, 0);
+	if (!r)
+		s->rxr.unhashed_ok = true; /* (both ends say SAN_CAP_UNHASHED at the handshake) */
 	if (!r && s->want_edges)
 		san_shm_ring_cons_edges(&s->rxr, true);
 	return r;
@@ -324,7 +326,7 @@ int san_up_a_run(struct san_sock *s)
 	m.u.propose.provider = SAN_PROV_SHM;
 	/* A can read B's area and write into B's grant; its HELLO says so again, or clears. */
 	m.u.propose.caps = SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ |
-			   (san_sock_may_retry(s) ? SAN_CAP_RETRIES : 0);
+			   SAN_CAP_UNHASHED | (san_sock_may_retry(s) ? SAN_CAP_RETRIES : 0);
 	m.u.propose.nonce = s->nonce_mine;
 	m.u.propose.src = s->tuple.local;
 	m.u.propose.dst = s->tuple.peer;
@@ -375,6 +377,8 @@ int san_up_a_run(struct san_sock *s)
 	s->peer_pid = rx.cred.pid;
 	cma_for_peer(s, rx.cred.uid);
 	s->peer_caps = rx.msg.u.accept.caps; /* its HELLO may clear some */
+	/* (the handshake's word alone: our first frame, HELLO, goes before the peer's HELLO) */
+	s->txr.unhashed = (s->peer_caps & SAN_CAP_UNHASHED) != 0;
 	s->nonce_peer = rx.msg.u.accept.nonce;
 
 	/*
@@ -606,12 +610,13 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	if (rx->pidfd >= 0 && s->peer_pidfd < 0)
 		s->peer_pidfd = san_fd_hide(san_sys_fcntl(rx->pidfd, F_DUPFD_CLOEXEC, 0));
 	s->peer_caps = p->caps;
+	s->txr.unhashed = (p->caps & SAN_CAP_UNHASHED) != 0; /* (as A's: the handshake's word) */
 	pthread_mutex_unlock(&s->lock);
 
 	mine.pid = (uint32_t)getpid();
 	mine.fd_hint = s->fd;
 	m.u.accept.caps = (prm.bulk_size ? SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE : 0) |
-			  SAN_CAP_DIRECT_READ;
+			  SAN_CAP_DIRECT_READ | SAN_CAP_UNHASHED;
 	m.u.accept.nonce = s->nonce_mine;
 	m.u.accept.params = &mine;
 	m.u.accept.params_len = sizeof(mine);

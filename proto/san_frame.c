@@ -23,7 +23,7 @@ static uint64_t san_frame_hash(const uint8_t *frame, size_t trailer_off)
 	return san_xxh64(frame, trailer_off + offsetof(struct san_wire_trailer, hash), 0);
 }
 
-int san_frame_seal(void *frame, size_t cap)
+static int frame_seal(void *frame, size_t cap, bool hash)
 {
 	uint8_t *f = frame;
 	struct san_wire_hdr h;
@@ -46,13 +46,30 @@ int san_frame_seal(void *frame, size_t cap)
 	t.seq = h.seq; /* already big-endian */
 	t.rsvd = 0;
 	memcpy(f + off, &t, offsetof(struct san_wire_trailer, hash));
-	t.hash = htobe64(san_frame_hash(f, off));
+	t.hash = hash ? htobe64(san_frame_hash(f, off)) : 0;
 	memcpy(f + off, &t, sizeof(t));
 	return (int)(off + SAN_TRAILER_LEN);
 }
 
+int san_frame_seal(void *frame, size_t cap)
+{
+	return frame_seal(frame, cap, true);
+}
+
+int san_frame_seal_unhashed(void *frame, size_t cap)
+{
+	return frame_seal(frame, cap, false);
+}
+
+/* What a reader checks of the trailer's hash. */
+enum hash_rule {
+	HASH_NONE,	  /* checked whole before */
+	HASH_ALWAYS,	  /* it must match */
+	HASH_UNLESS_ZERO, /* 0: sealed without one (SAN_CAP_UNHASHED); else it must match */
+};
+
 static int frame_check(const void *buf, size_t avail, uint32_t expected_seq, uint32_t max_len,
-		       size_t *frame_len, bool hash)
+		       size_t *frame_len, enum hash_rule hash)
 {
 	const uint8_t *f = buf;
 	struct san_wire_hdr h;
@@ -80,7 +97,8 @@ static int frame_check(const void *buf, size_t avail, uint32_t expected_seq, uin
 	memcpy(&t, f + off, sizeof(t));
 	if (be32toh(t.seq) != expected_seq)
 		return -SAN_PROTO_ESEQ;
-	if (hash && be64toh(t.hash) != san_frame_hash(f, off))
+	if ((hash == HASH_ALWAYS || (hash == HASH_UNLESS_ZERO && t.hash)) &&
+	    be64toh(t.hash) != san_frame_hash(f, off))
 		return -SAN_PROTO_EHASH;
 	*frame_len = off + SAN_TRAILER_LEN;
 	return 0;
@@ -89,11 +107,17 @@ static int frame_check(const void *buf, size_t avail, uint32_t expected_seq, uin
 int san_frame_check(const void *buf, size_t avail, uint32_t expected_seq, uint32_t max_len,
 		    size_t *frame_len)
 {
-	return frame_check(buf, avail, expected_seq, max_len, frame_len, true);
+	return frame_check(buf, avail, expected_seq, max_len, frame_len, HASH_ALWAYS);
 }
 
 int san_frame_check_known(const void *buf, size_t avail, uint32_t expected_seq, uint32_t max_len,
 			  size_t *frame_len)
 {
-	return frame_check(buf, avail, expected_seq, max_len, frame_len, false);
+	return frame_check(buf, avail, expected_seq, max_len, frame_len, HASH_NONE);
+}
+
+int san_frame_check_unhashed_ok(const void *buf, size_t avail, uint32_t expected_seq,
+				uint32_t max_len, size_t *frame_len)
+{
+	return frame_check(buf, avail, expected_seq, max_len, frame_len, HASH_UNLESS_ZERO);
 }

@@ -32,6 +32,12 @@ size_t san_frame_len(uint32_t wire_len);
 int san_frame_seal(void *frame, size_t cap);
 
 /*
+ * The same with the trailer's hash left 0: for a reader that said it takes such frames
+ * (SAN_CAP_UNHASHED), where something else orders the bytes (shm's producer index).
+ */
+int san_frame_seal_unhashed(void *frame, size_t cap);
+
+/*
  * Judge the frame at the start of buf (avail bytes readable). Returns 0 and sets *frame_len
  * when the frame is complete, else: -SAN_PROTO_EVERSION (not a header), -SAN_PROTO_ESEQ (seq
  * in header or trailer is not expected_seq: not written yet, or a stale lap),
@@ -48,5 +54,12 @@ int san_frame_check(const void *buf, size_t avail, uint32_t expected_seq, uint32
  */
 int san_frame_check_known(const void *buf, size_t avail, uint32_t expected_seq, uint32_t max_len,
 			  size_t *frame_len);
+
+/*
+ * san_frame_check, for a reader that takes frames sealed without a hash (SAN_CAP_UNHASHED): a
+ * trailer hash of 0 is not checked, any other must match.
+ */
+int san_frame_check_unhashed_ok(const void *buf, size_t avail, uint32_t expected_seq,
+				uint32_t max_len, size_t *frame_len);
 
 #endif /* SAN_FRAME_H */

@@ -44,8 +44,13 @@ enum san_type {
 #define SAN_CAP_RETRIES 0x00000008u /* PROPOSE only: the proposer proposes again later, so
 					 * refuse at once what cannot be answered now (a
 					 * connection still in the accept queue): never hold it */
+/* (0x10 is SAN_CAP_RCV_WINDOW's, on verbs) */
+#define SAN_CAP_UNHASHED 0x00000020u /* PROPOSE, ACCEPT (shm): the advertiser takes ring frames
+					* whose trailer hash is 0 as sealed without a hash: its
+					* peer may skip XXH64 (the producer index orders shm's
+					* bytes: docs/protocol.md §6) */
 #define SAN_CAP_KNOWN (SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ | \
-		       SAN_CAP_RETRIES)
+		       SAN_CAP_RETRIES | SAN_CAP_UNHASHED)
 
 /* Per-type flag bits (header byte 2). Any bit not listed for a type is reserved. */
 #define SAN_DATA_F_FIRST 0x01	  /* first chunk of a transfer: body carries total length */

@@ -142,6 +142,44 @@ START_TEST(test_known_frame)
 }
 END_TEST
 
+/*
+ * Sealed without a hash (SAN_CAP_UNHASHED): the trailer's hash is 0; a reader that said it
+ * takes such frames accepts it, one that did not refuses it; a hashed frame is still checked
+ * whole by the first, and a frame whose hash was zeroed is one it takes (the producer index,
+ * not the hash, orders shm's bytes).
+ */
+START_TEST(test_unhashed_frame)
+{
+	uint8_t buf[SLOT], ref[SLOT];
+	size_t flen = 0, want = 0, off;
+	int n, m;
+
+	m = make_frame(ref, sizeof(ref), 77, 64);
+	ck_assert_int_eq(san_frame_check(ref, m, 77, SLOT, &want), 0);
+	memcpy(buf, ref, (size_t)m);
+	n = san_frame_seal_unhashed(buf, sizeof(buf));
+	ck_assert_int_eq(n, m); /* the same layout */
+	off = (size_t)n - SAN_TRAILER_LEN;
+	ck_assert_int_eq(memcmp(buf, ref, off + 8), 0); /* all but the hash */
+	for (size_t i = off + 8; i < (size_t)n; i++)
+		ck_assert_uint_eq(buf[i], 0);
+	ck_assert_int_eq(san_frame_check(buf, n, 77, SLOT, &flen), -SAN_PROTO_EHASH);
+	ck_assert_int_eq(san_frame_check_unhashed_ok(buf, n, 77, SLOT, &flen), 0);
+	ck_assert_uint_eq(flen, want);
+	/* what bounds the read is still judged */
+	ck_assert_int_eq(san_frame_check_unhashed_ok(buf, n, 76, SLOT, &flen), -SAN_PROTO_ESEQ);
+	ck_assert_int_eq(san_frame_check_unhashed_ok(buf, n - 1, 77, SLOT, &flen),
+			 -SAN_PROTO_ETRUNC);
+	ck_assert_int_eq(san_frame_check_unhashed_ok(buf, n, 77, SAN_HDR_LEN, &flen),
+			 -SAN_PROTO_EOVERSIZE);
+	/* a hashed frame is checked whole by the same reader */
+	ck_assert_int_eq(san_frame_check_unhashed_ok(ref, m, 77, SLOT, &flen), 0);
+	ref[SAN_HDR_LEN + 5] ^= 0x01;
+	ck_assert_int_eq(san_frame_check_unhashed_ok(ref, m, 77, SLOT, &flen), -SAN_PROTO_EHASH);
+	ck_assert_int_eq(san_frame_seal_unhashed(buf, 8), -ENOSPC);
+}
+END_TEST
+
 START_TEST(test_frame_bounds)
 {
 	uint8_t buf[SLOT];
@@ -174,6 +212,7 @@ Suite *make_frame_suite(void)
 	tcase_add_test(tc, test_seq_mismatch);
 	tcase_add_test(tc, test_frame_bounds);
 	tcase_add_test(tc, test_known_frame);
+	tcase_add_test(tc, test_unhashed_frame);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -355,6 +355,43 @@ START_TEST(test_round_trip_every_size)
 }
 END_TEST
 
+/*
+ * A producer told that its consumer takes frames without a hash (SAN_CAP_UNHASHED) seals none:
+ * a consumer that said so reads every size over laps (PADs included) as with hashes; one that
+ * did not (an older peer's) breaks the ring at the first frame (the flags come from the
+ * handshake, so this never happens between two builds that speak it).
+ */
+START_TEST(test_unhashed)
+{
+	struct tring t;
+	struct san_shm_frame f;
+	uint32_t max_pl;
+
+	tring_open(&t, 4096, _i);
+	t.p.unhashed = true;
+	t.c.unhashed_ok = true;
+	max_pl = t.p.max_msg - SAN_HDR_LEN;
+	for (int lap = 0; lap < 3; lap++)
+		for (uint32_t plen = 1; plen <= max_pl; plen += 3 + lap) {
+			const uint8_t *end;
+
+			REQUIRE_EQ(put_data(&t.p, plen, plen), 0);
+			REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), 0);
+			end = (const uint8_t *)f.msg + f.len;
+			for (int k = 8; k < SAN_TRAILER_LEN; k++)
+				REQUIRE_EQ(end[k], 0); /* no hash in the trailer */
+			check_frame(&f, SAN_HDR_LEN + plen, plen, t.c.max_msg);
+			REQUIRE_EQ(san_shm_ring_cons_consume(&t.c), 0);
+		}
+	REQUIRE_EQ(t.c.cons, t.p.prod);
+	/* a consumer that takes only hashed frames */
+	t.c.unhashed_ok = false;
+	REQUIRE_EQ(put_data(&t.p, 100, 1), 0);
+	REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), -EPROTO);
+	tring_close(&t);
+}
+END_TEST
+
 /* Many frames in flight: fill until -EAGAIN, drain part, refill; random sizes. */
 START_TEST(test_round_trip_batches)
 {
@@ -2174,6 +2211,7 @@ Suite *make_shm_ring_suite(void)
 			    sizeof(attach_cases) / sizeof(attach_cases[0]));
 	tcase_add_loop_test(tc, test_round_trip_every_size, 0, NKINDS);
 	tcase_add_loop_test(tc, test_round_trip_batches, 0, NKINDS);
+	tcase_add_loop_test(tc, test_unhashed, 0, NKINDS);
 	tcase_add_loop_test(tc, test_full_ring, 0, NKINDS);
 	tcase_add_loop_test(tc, test_pad_needs_room, 0, NKINDS);
 	tcase_add_loop_test(tc, test_commit_shorter_and_invalid, 0, NKINDS);
