@@ -449,6 +449,9 @@ static struct vconn *v_new(size_t bulk)
 	san_ahead_init(&v->ra, V_AHEAD_MAX);
 	/* every commit of the application's is a frame to send: no sleeping consumer to ring */
 	san_shm_ring_cons_edges(&v->pump, true);
+	/* this process writes and reads both rings: frames without XXH64 (protocol.md §6) */
+	v->pump.unhashed_ok = true;
+	v->fill.unhashed = true;
 	return v;
 }
 
@@ -477,6 +480,8 @@ static int v_attach(struct vconn *v, struct san_sock *s)
 	}
 	if (s->want_edges)
 		san_shm_ring_cons_edges(&s->rxr, true);
+	s->txr.unhashed = true; /* (as the engine's ends, v_new) */
+	s->rxr.unhashed_ok = true;
 	s->map = v->map;
 	s->map_len = v->map_len;
 	s->xfd = v->x;
