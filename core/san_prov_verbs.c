@@ -548,29 +548,34 @@ static int send_dones(struct vconn *v)
  * application's receive window (sock_windows writes it into rxr's header) and the frame bytes
  * it has read. While reading what is delivered will make one due, rxr's producer stays armed
  * (the flag alone), so that the application's next release calls wake_producer, which comes
- * back here. Nothing when the peer predates the message. 0, or -errno with the transport down.
- * (win_report: once our SWITCH is out; B's first, in b_commit, goes just before it.)
+ * back here. Nothing when the peer predates the message, nor on a connection where neither
+ * application set a size: the first goes once our SO_RCVBUF or SO_SNDBUF is set, or as the
+ * answer to the peer's first (a sender whose SO_SNDBUF is set waits for it). 0, or -errno with
+ * the transport down. (win_report: once our SWITCH is out; B's first, in b_commit, goes just
+ * before it.)
  */
 static int win_tell(struct vconn *v)
 {
 	uint32_t win = san_shm_ring_peer_window(&v->fill);
 	struct san_msg m = { .type = SAN_T_RCV_WINDOW };
+	/* our first is wanted: we wait for the peer's (ours asks for it), or it waits for ours */
+	bool asked = v->s->snd_window || v->win_heard;
 	enum san_rcvwin_due due;
 	uint64_t cons;
 	int r;
 
-	if (!v->win_cap || (v->win_rx.said && !win && !v->win_rx.win_told) || !v->c || v->gone ||
-	    v->s->err || san_shm_ring_prod_released(&v->fill, &cons) < 0)
-		return 0; /* (no window ever set, and said: not even a look at rxr) */
+	if (!v->win_cap || (!win && !v->win_rx.win_told && (v->win_rx.said || !asked)) || !v->c ||
+	    v->gone || v->s->err || san_shm_ring_prod_released(&v->fill, &cons) < 0)
+		return 0; /* (no window, none told, nothing to answer: not even a look at rxr) */
 	m.u.rcv_window.window = win;
 	m.u.rcv_window.consumed = san_rcvwin_rx_read(&v->win_rx, cons);
-	due = san_rcvwin_rx_due(&v->win_rx, win, m.u.rcv_window.consumed);
+	due = san_rcvwin_rx_due(&v->win_rx, win, m.u.rcv_window.consumed, asked);
 	if (due == SAN_RCVWIN_TELL) {
 		r = send_beside(v, &m);
 		if (r < 0)
 			return r == -EAGAIN ? 0 : r;
 		san_rcvwin_rx_told(&v->win_rx, win, m.u.rcv_window.consumed);
-		due = san_rcvwin_rx_due(&v->win_rx, win, m.u.rcv_window.consumed);
+		due = san_rcvwin_rx_due(&v->win_rx, win, m.u.rcv_window.consumed, asked);
 	}
 	if (due == SAN_RCVWIN_WATCH)
 		(void)san_shm_ring_prod_arm_cons(&v->fill, UINT64_MAX);
@@ -900,7 +905,7 @@ static int on_rcv_window(struct vconn *v, const void *msg, size_t len)
 		return -EPROTO;
 	}
 	san_shm_ring_cons_window(&v->pump, m.u.rcv_window.window);
-	v->win_heard = true;
+	v->win_heard = true; /* (our first, if not out yet, answers it: the pump after the poll) */
 	wake_window(v, false);
 	return 0;
 }
@@ -1180,7 +1185,10 @@ static int v_peer_read_to(struct san_sock *s, uint64_t *pos)
 	if (!v)
 		return -ECONNRESET;
 	*pos = peer_read_pos(v);
-	/* (the peer's first RCV_WINDOW comes just before its SWITCH, or right after: soon) */
+	/*
+	 * (the peer's first RCV_WINDOW comes with its commit when its application set a size, else
+	 * as the answer to ours, which went at our commit: one round trip)
+	 */
 	return v->win_cap && !v->win_heard && !v->gone ? -EAGAIN : 0;
 }
 
@@ -2174,8 +2182,11 @@ static void b_commit(struct vconn *v, uint64_t offset)
 	s->x_peer = offset;
 	s->rx = SK_RX_DRAIN;
 	/*
-	 * Our window (when the application set one) just before the SWITCH: A sends once it has
-	 * the SWITCH, and must know the bound by then. (Sent from inside the poll, as the SWITCH.)
+	 * Our first RCV_WINDOW, when our application set SO_RCVBUF or SO_SNDBUF (win_tell), just
+	 * before the SWITCH: A sends once it has the SWITCH, and must know the bound by then. None
+	 * when neither is set, so such a connection's switch-over is what it was before the
+	 * message (A's first sends race our HELLO as they did). (Sent from inside the poll, as the
+	 * SWITCH.)
 	 */
 	r = win_tell(v);
 	if (r == 0)

@@ -19,11 +19,14 @@ uint64_t san_rcvwin_rx_read(const struct san_rcvwin_rx *r, uint64_t cons)
 	return cons - r->pads_old - (r->pad_len && r->pad_end <= cons ? r->pad_len : 0);
 }
 
-enum san_rcvwin_due san_rcvwin_rx_due(const struct san_rcvwin_rx *r, uint32_t win, uint64_t read)
+enum san_rcvwin_due san_rcvwin_rx_due(const struct san_rcvwin_rx *r, uint32_t win, uint64_t read,
+				      bool asked)
 {
 	uint64_t step = win / 4 ? win / 4 : 1;
 
-	if (!r->said || win != r->win_told)
+	if (!r->said)
+		return win || asked ? SAN_RCVWIN_TELL : SAN_RCVWIN_QUIET;
+	if (win != r->win_told)
 		return SAN_RCVWIN_TELL;
 	if (!win)
 		return SAN_RCVWIN_QUIET;

@@ -20,7 +20,7 @@ struct san_rcvwin_rx {
 	uint64_t frames;    /* frame bytes delivered into the ring */
 	uint64_t told;	    /* ... read by the application, as last told */
 	uint32_t win_told;  /* the window as last told (0: none) */
-	bool said;	    /* the first RCV_WINDOW went: the sender may wait for it */
+	bool said;	    /* the first RCV_WINDOW went (san_rcvwin_rx_due: when it is due) */
 	uint64_t pads_old;  /* PAD bytes before the last PAD */
 	uint64_t pad_end;   /* the last PAD: the ring position where it ends, and its length */
 	uint64_t pad_len;
@@ -41,12 +41,16 @@ enum san_rcvwin_due {
 	SAN_RCVWIN_TELL,  /* say it now */
 };
 /*
- * With window win now and read frame bytes read: is an RCV_WINDOW due? The first one always
- * (a sender whose own SO_SNDBUF is set waits for it: the peer's window, or none); then when
- * the window changed, or the application has read a quarter of it since the last one (a
- * sender whose window is full waits for these; more often would cost a message per read).
+ * With window win now and read frame bytes read: is an RCV_WINDOW due? The first one once a
+ * window is set, or once it is asked for (asked: our own SO_SNDBUF is set, so the peer's
+ * first must come and ours asks for it; or the peer's first came: it may wait for ours), and
+ * not before: a connection where no application set either size exchanges none, as one whose
+ * peer predates the message. Then when the window changed, or the application has read a
+ * quarter of it since the last one (a sender whose window is full waits for these; more often
+ * would cost a message per read).
  */
-enum san_rcvwin_due san_rcvwin_rx_due(const struct san_rcvwin_rx *r, uint32_t win, uint64_t read);
+enum san_rcvwin_due san_rcvwin_rx_due(const struct san_rcvwin_rx *r, uint32_t win, uint64_t read,
+				      bool asked);
 /* The RCV_WINDOW {win, read} went out. */
 void san_rcvwin_rx_told(struct san_rcvwin_rx *r, uint32_t win, uint64_t read);
 

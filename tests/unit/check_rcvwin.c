@@ -84,34 +84,43 @@ START_TEST(test_due)
 	struct san_rcvwin_rx rx;
 
 	memset(&rx, 0, sizeof(rx));
-	/* the first is due whatever the window (a bounded sender waits for it) */
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 0), SAN_RCVWIN_TELL);
+	/*
+	 * no size set and nobody waits: no first, whatever is delivered and read (a connection
+	 * where neither application set one goes as it did before the message)
+	 */
+	rx.frames = 1 << 20;
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 0, false), SAN_RCVWIN_QUIET);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 1 << 20, false), SAN_RCVWIN_QUIET);
+	rx.frames = 0;
+	/* the first is due once a window is set, or asked for (a bounded sender waits for it) */
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 0, false), SAN_RCVWIN_TELL);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 0, true), SAN_RCVWIN_TELL);
 	san_rcvwin_rx_told(&rx, 0, 0);
 	/* then no window: never a message more, whatever is read */
 	rx.frames = 1 << 20;
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 1 << 20), SAN_RCVWIN_QUIET);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 1 << 20, true), SAN_RCVWIN_QUIET);
 	rx.frames = 0;
 	/* a window set: said at once */
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 0), SAN_RCVWIN_TELL);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 0, false), SAN_RCVWIN_TELL);
 	san_rcvwin_rx_told(&rx, 8192, 0);
 	rx.frames = 1000;
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 0), SAN_RCVWIN_QUIET);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 0, false), SAN_RCVWIN_QUIET);
 	rx.frames = 5000;
 	/* enough delivered that reading it makes one due: watch; a quarter read: tell */
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 2047), SAN_RCVWIN_WATCH);
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 2048), SAN_RCVWIN_TELL);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 2047, false), SAN_RCVWIN_WATCH);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 2048, false), SAN_RCVWIN_TELL);
 	san_rcvwin_rx_told(&rx, 8192, 2048);
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 4000), SAN_RCVWIN_WATCH);
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 4096), SAN_RCVWIN_TELL);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 4000, false), SAN_RCVWIN_WATCH);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 8192, 4096, false), SAN_RCVWIN_TELL);
 	/* a changed window is said at once; one taken back to 0 too, then nothing more */
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 65536, 2048), SAN_RCVWIN_TELL);
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 2048), SAN_RCVWIN_TELL);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 65536, 2048, false), SAN_RCVWIN_TELL);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 2048, false), SAN_RCVWIN_TELL);
 	san_rcvwin_rx_told(&rx, 0, 2048);
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 5000), SAN_RCVWIN_QUIET);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 0, 5000, false), SAN_RCVWIN_QUIET);
 	/* a tiny window still asks for a step of at least one byte */
 	san_rcvwin_rx_told(&rx, 3, 5000);
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 3, 5000), SAN_RCVWIN_QUIET);
-	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 3, 5001), SAN_RCVWIN_TELL);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 3, 5000, false), SAN_RCVWIN_QUIET);
+	ck_assert_int_eq(san_rcvwin_rx_due(&rx, 3, 5001, false), SAN_RCVWIN_TELL);
 }
 END_TEST
 
