@@ -261,7 +261,8 @@ int san_conn_send_hello(struct san_sock *s)
 
 /*
  * Ring bytes the socket buffer sizes still let us fill, when both applications set them
- * (sock_windows: our SO_SNDBUF, the peer's SO_RCVBUF in our outbound ring's header): at most
+ * (sock_windows: our SO_SNDBUF, the peer's SO_RCVBUF in our outbound ring's header, written
+ * there by the peer on shm, by our provider from the peer's RCV_WINDOW on verbs): at most
  * their sum stays unread, as TCP holds at most its send queue and the peer's receive queue.
  * Counted in ring bytes (frames with their headers), as the kernel counts its buffers with
  * their overhead. UINT64_MAX: no bound.
@@ -275,10 +276,15 @@ static uint64_t window_room(struct san_sock *s)
 {
 	uint64_t cons, limit, used;
 
-	if (!s->snd_window || !s->txr.sh || !san_shm_ring_peer_window(&s->txr))
+	int r;
+
+	if (!s->snd_window || !s->txr.sh || !s->prov->peer_read_to)
 		return UINT64_MAX;
-	if (san_shm_ring_prod_released(&s->txr, &cons) < 0)
-		return UINT64_MAX; /* broken: the send finds that out itself */
+	r = s->prov->peer_read_to(s, &cons);
+	if (r == -EAGAIN)
+		return 0; /* the peer's window is not known yet (verbs: its first RCV_WINDOW) */
+	if (r < 0 || !san_shm_ring_peer_window(&s->txr))
+		return UINT64_MAX; /* none; or broken: the send finds that out itself */
 	limit = window_limit(s);
 	used = s->txr.prod - cons;
 	return used < limit ? limit - used : 0;
@@ -1768,7 +1774,7 @@ int san_conn_tx_arm(struct san_sock *s, uint32_t need)
 		/* the buffer sizes' bound: wait until the peer has read a small frame's worth */
 		uint64_t want = s->txr.prod + SAN_HDR_LEN + 64, lim = window_limit(s);
 
-		r = san_shm_ring_prod_arm_cons(&s->txr, want > lim ? want - lim : 0);
+		r = s->prov->peer_read_arm(s, want > lim ? want - lim : 0);
 	} else if (s->tx_wait_area && !need)
 		/* a full bulk area: wait until the peer releases its oldest region's SRC_AVAIL */
 		r = s->prov->area_arm(s);

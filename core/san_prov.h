@@ -77,6 +77,21 @@ struct san_prov_ops {
 	uint64_t (*area_key)(struct san_sock *s);
 	int (*area_released)(struct san_sock *s, uint64_t *key);
 	int (*area_arm)(struct san_sock *s);
+	/*
+	 * The socket buffer sizes' bound (docs/protocol.md, "Socket buffer sizes"), for a
+	 * provider that can see how far the peer's application has read (NULL: no bound):
+	 * peer_read_to: the position of our outbound ring up to which the peer's application
+	 * has read, in txr's units (shm: its consumer index; verbs: the pump's, less the frame
+	 * bytes sent that the peer's RCV_WINDOW does not yet report read); 0, -EAGAIN while the
+	 * peer's window is not known yet (verbs: before its first RCV_WINDOW), or -errno.
+	 * peer_read_arm: a send found the window full (or not known yet): 1 if the peer has
+	 * read up to pos already, else 0 with the sender's X to be unplugged when it has.
+	 * rcv_window_set: optional; our application's receive window (in rxr's header,
+	 * san_shm_ring_cons_window) changed: tell the peer (verbs: RCV_WINDOW).
+	 */
+	int (*peer_read_to)(struct san_sock *s, uint64_t *pos);
+	int (*peer_read_arm)(struct san_sock *s, uint64_t pos);
+	void (*rcv_window_set)(struct san_sock *s);
 	/* Optional. The receiver has delivered transfer id's every byte (verbs: READ_DONE). */
 	void (*xfer_done)(struct san_sock *s, uint32_t id);
 	/*

@@ -60,14 +60,20 @@ static uint64_t shm_area_key(struct san_sock *s)
 	return s->txr.prod;
 }
 
-static int shm_area_released(struct san_sock *s, uint64_t *key)
+/* The peer's consumer index of our outbound ring: its application's reads (shared memory). */
+static int shm_cons_released(struct san_sock *s, uint64_t *pos)
 {
-	return san_shm_ring_prod_released(&s->txr, key);
+	return san_shm_ring_prod_released(&s->txr, pos);
+}
+
+static int shm_cons_arm(struct san_sock *s, uint64_t pos)
+{
+	return san_shm_ring_prod_arm_cons(&s->txr, pos);
 }
 
 static int shm_area_arm(struct san_sock *s)
 {
-	return san_shm_ring_prod_arm_cons(&s->txr, san_stage_oldest(&s->stage));
+	return shm_cons_arm(s, san_stage_oldest(&s->stage));
 }
 
 const struct san_prov_ops san_prov_shm = {
@@ -81,8 +87,10 @@ const struct san_prov_ops san_prov_shm = {
 	.wake_producer = shm_wake_producer,
 	.bulk_copy = shm_bulk_copy,
 	.area_key = shm_area_key,
-	.area_released = shm_area_released,
+	.area_released = shm_cons_released,
 	.area_arm = shm_area_arm,
+	.peer_read_to = shm_cons_released,
+	.peer_read_arm = shm_cons_arm,
 	.peer_reads_seen = true,
 	.shared_by_fork = true,
 };

@@ -40,6 +40,7 @@
 #include "proto/san_ahead.h"
 #include "proto/san_msg.h"
 #include "proto/san_upgrade.h"
+#include "proto/san_rcvwin.h"
 #include "proto/san_window.h"
 #include "proto/san_wire.h"
 
@@ -197,6 +198,13 @@ struct vconn {
 	bool rc_off;			/* no cache could be made: always the mirror */
 	uint64_t rc_hits, rc_misses;	/* the cache's counts, as last added to the stats */
 	uint32_t miss_streak, pause;	/* lookups that missed in a row; reads left to skip */
+	/* ---- socket buffer sizes (docs/verbs.md §1, "Socket buffer sizes") ---- */
+	bool win_cap;		   /* the peer reads RCV_WINDOW (its PROPOSE or ACCEPT said so) */
+	bool win_heard;		   /* its first RCV_WINDOW came */
+	bool read_armed;	   /* a send waits for the peer's reads (read_want) */
+	struct san_rcvwin_rx win_rx; /* rxr: delivered, read, told */
+	struct san_rcvwin_tx win_tx; /* txr: sent, read by the peer */
+	uint64_t read_want; /* ... until the peer has read up to this txr position */
 };
 
 /*
@@ -503,6 +511,22 @@ static int v_attach(struct vconn *v, struct san_sock *s)
 static void v_down(struct vconn *v, int r);
 
 /*
+ * A control message of the provider's own, sent beside txr (CTRL class): 0; -EAGAIN (no
+ * credit or send slot: a completion or the peer's credits bring us back to pump); -errno
+ * with the transport down.
+ */
+static int send_beside(struct vconn *v, const struct san_msg *m)
+{
+	uint8_t buf[64];
+	int n = san_msg_encode(m, buf, sizeof(buf));
+	int r = n < 0 ? n : san_verbs_send_ctrl(v->c, buf, (size_t)n);
+
+	if (r < 0 && r != -EAGAIN)
+		v_down(v, r);
+	return r;
+}
+
+/*
  * The READ_DONEs we owe (v_xfer_done), in order: control messages, sent beside txr rather
  * than through it (the peer's regions must come free even while our own stream waits for
  * credits or ring room). 0, or -errno with the transport down.
@@ -511,23 +535,61 @@ static int send_dones(struct vconn *v)
 {
 	while (v->ndone) {
 		struct san_msg m = { .type = SAN_T_READ_DONE };
-		uint8_t buf[64];
-		int n, r;
+		int r;
 
 		m.u.read_done.xfer_id = v->done_ids[v->done_head];
 		m.u.read_done.status = SAN_XS_OK;
-		n = san_msg_encode(&m, buf, sizeof(buf));
-		r = n < 0 ? n : san_verbs_send_ctrl(v->c, buf, (size_t)n);
-		if (r == -EAGAIN)
-			return 0; /* a completion or the peer's credits bring us back (pump) */
-		if (r < 0) {
-			v_down(v, r);
-			return r;
-		}
+		r = send_beside(v, &m);
+		if (r < 0)
+			return r == -EAGAIN ? 0 : r;
 		v->done_head = (v->done_head + 1) % SAN_STAGE_RECS;
 		v->ndone--;
 	}
 	return 0;
+}
+
+/*
+ * RCV_WINDOW, when due (san_rcvwin_rx_due; docs/verbs.md §1, "Socket buffer sizes"): our
+ * application's receive window (sock_windows writes it into rxr's header) and the frame bytes
+ * it has read. While reading what is delivered will make one due, rxr's producer stays armed
+ * (the flag alone), so that the application's next release calls wake_producer, which comes
+ * back here. Nothing when the peer predates the message, nor on a connection where neither
+ * application set a size: the first goes once our SO_RCVBUF or SO_SNDBUF is set, or as the
+ * answer to the peer's first (a sender whose SO_SNDBUF is set waits for it). 0, or -errno with
+ * the transport down. (win_report: once our SWITCH is out; B's first, in b_commit, goes just
+ * before it.)
+ */
+static int win_tell(struct vconn *v)
+{
+	uint32_t win = san_shm_ring_peer_window(&v->fill);
+	struct san_msg m = { .type = SAN_T_RCV_WINDOW };
+	/* our first is wanted: we wait for the peer's (ours asks for it), or it waits for ours */
+	bool asked = v->s->snd_window || v->win_heard;
+	enum san_rcvwin_due due;
+	uint64_t cons;
+	int r;
+
+	if (!v->win_cap || (!win && !v->win_rx.win_told && (v->win_rx.said || !asked)) || !v->c ||
+	    v->gone || v->s->err || san_shm_ring_prod_released(&v->fill, &cons) < 0)
+		return 0; /* (no window, none told, nothing to answer: not even a look at rxr) */
+	m.u.rcv_window.window = win;
+	m.u.rcv_window.consumed = san_rcvwin_rx_read(&v->win_rx, cons);
+	due = san_rcvwin_rx_due(&v->win_rx, win, m.u.rcv_window.consumed, asked);
+	if (due == SAN_RCVWIN_TELL) {
+		r = send_beside(v, &m);
+		if (r < 0)
+			return r == -EAGAIN ? 0 : r;
+		san_rcvwin_rx_told(&v->win_rx, win, m.u.rcv_window.consumed);
+		due = san_rcvwin_rx_due(&v->win_rx, win, m.u.rcv_window.consumed, asked);
+	}
+	if (due == SAN_RCVWIN_WATCH)
+		(void)san_shm_ring_prod_arm_cons(&v->fill, UINT64_MAX);
+	return 0;
+}
+
+static int win_report(struct vconn *v)
+{
+	return v->switch_sent ? win_tell(v) : 0;
 }
 
 /* Send what txr holds while credits and send slots last. */
@@ -539,7 +601,7 @@ static void pump(struct vconn *v)
 
 	if (!v->c || v->gone || !v->switch_sent || v->in_poll)
 		return;
-	if (send_dones(v) < 0)
+	if (send_dones(v) < 0 || win_report(v) < 0)
 		return;
 	while ((r = san_shm_ring_cons_peek(&v->pump, &f)) == 0) {
 		r = san_verbs_send(v->c, f.msg, f.len);
@@ -549,6 +611,7 @@ static void pump(struct vconn *v)
 			v_down(v, r);
 			return;
 		}
+		v->win_tx.sent += san_frame_len(f.len);
 		atomic_fetch_add_explicit(&frames_sent, 1, memory_order_relaxed);
 		r = san_shm_ring_cons_consume(&v->pump);
 		if (r == 1 && s->ylocal >= 0)
@@ -590,6 +653,7 @@ static int deliver(struct vconn *v, const void *msg, uint32_t len)
 		return -EAGAIN;
 	if (room < 0 || (uint32_t)room < len)
 		return -EPROTO;
+	san_rcvwin_rx_frame(&v->win_rx, v->fill.prod, v->fill.res_pad, (uint32_t)room);
 	memcpy(buf, msg, len);
 	room = san_shm_ring_prod_commit(&v->fill);
 	if (room < 0)
@@ -810,6 +874,47 @@ static void wake_area(struct vconn *v)
 	v->s->tx_area_armed = false;
 }
 
+/* The txr position up to which the peer's application has read (v_peer_read_to). */
+static uint64_t peer_read_pos(const struct vconn *v)
+{
+	return san_rcvwin_tx_pos(&v->win_tx, v->pump.cons);
+}
+
+/* A send waiting for the peer's reads (v_peer_read_arm) goes on: they came, or never will. */
+static void wake_window(struct vconn *v, bool gone)
+{
+	if (!v->read_armed || (!gone && (!v->win_heard || peer_read_pos(v) < v->read_want)))
+		return;
+	v->read_armed = false;
+	if (v->s->ylocal >= 0)
+		san_sock_unplug(v->s->ylocal);
+}
+
+/*
+ * The peer's RCV_WINDOW: its receive window, and how many frame bytes of what we sent its
+ * application has read. The window goes where window_limit reads it, in txr's header (the
+ * provider plays txr's consumer). A count that goes backwards or past what we sent breaks
+ * the protocol: this connection is reset.
+ */
+static int on_rcv_window(struct vconn *v, const void *msg, size_t len)
+{
+	struct san_sock *s = v->s;
+	struct san_msg m;
+
+	if (san_msg_decode(msg, len, SAN_CHAN_SESSION, (uint32_t)len, &m) < 0 ||
+	    san_rcvwin_tx_report(&v->win_tx, m.u.rcv_window.consumed) < 0) {
+		san_warn("fd %d: verbs: an RCV_WINDOW that is no count of our frames read (%llu; "
+			 "%llu read before, %llu sent)", s->fd,
+			 (unsigned long long)m.u.rcv_window.consumed,
+			 (unsigned long long)v->win_tx.read, (unsigned long long)v->win_tx.sent);
+		return -EPROTO;
+	}
+	san_shm_ring_cons_window(&v->pump, m.u.rcv_window.window);
+	v->win_heard = true; /* (our first, if not out yet, answers it: the pump after the poll) */
+	wake_window(v, false);
+	return 0;
+}
+
 /*
  * The peer's READ_DONE: it has every byte of our transfer xfer_id (READ or GRANT), so the
  * region is ours again. They come in order, one per transfer (docs/verbs.md §4).
@@ -841,13 +946,16 @@ static int on_msg(void *arg, const void *msg, size_t len)
 
 	if (len < SAN_HDR_LEN || len > V_MAX_MSG)
 		return -EPROTO;
+	type = ((const struct san_wire_hdr *)msg)->type;
+	if (type == SAN_T_RCV_WINDOW && v->win_cap)
+		/* (B's first comes before its SWITCH; an older peer never sends one) */
+		return v->s->err ? 0 : on_rcv_window(v, msg, len);
 	if (v->stage == V_WAIT_SWITCH)
 		return on_switch(v, msg, len);
 	/*
 	 * The peer's stream ends here (delivered now or held): the disconnect that follows is
 	 * its orderly close, not a reset. Held frames are kept until the application has them.
 	 */
-	type = ((const struct san_wire_hdr *)msg)->type;
 	if (type == SAN_T_DISCONNECT || type == SAN_T_ABORT)
 		v->peer_done = true;
 	if (v->s->err)
@@ -879,6 +987,7 @@ static void v_down(struct vconn *v, int r)
 		return;
 	v->gone = true;
 	wake_area(v); /* a send waiting for a READ_DONE finds the error instead */
+	wake_window(v, true); /* ... or for an RCV_WINDOW */
 	san_debug("fd %d: verbs: transport %s (%s)", s->fd, r == -EPROTO ? "broken" : "down",
 		  strerror(-r));
 	if (v->b && v->stage == V_WAIT_SWITCH)
@@ -1060,12 +1169,51 @@ static void v_ring_peer(struct san_sock *s)
 static void v_wake_producer(struct san_sock *s)
 {
 	struct vconn *v = s->pv;
+	bool held;
 
 	if (!v || !v->c)
 		return;
+	held = v->nheld != 0;
 	refill(v);
-	if (!v->in_poll)
+	if (v->in_poll)
+		return;
+	(void)win_report(v); /* (after refill, which disarms rxr's producer) */
+	if (held || !v->win_rx.win_told)
 		(void)eventfd_write(v->kick, 1); /* credits went back: the engine sends them */
+}
+
+/* The socket buffer sizes' bound on verbs: see peer_read_pos, on_rcv_window, win_report. */
+static int v_peer_read_to(struct san_sock *s, uint64_t *pos)
+{
+	struct vconn *v = s->pv;
+
+	if (!v)
+		return -ECONNRESET;
+	*pos = peer_read_pos(v);
+	/*
+	 * (the peer's first RCV_WINDOW comes with its commit when its application set a size, else
+	 * as the answer to ours, which went at our commit: one round trip)
+	 */
+	return v->win_cap && !v->win_heard && !v->gone ? -EAGAIN : 0;
+}
+
+static int v_peer_read_arm(struct san_sock *s, uint64_t pos)
+{
+	struct vconn *v = s->pv;
+
+	if (!v || v->gone || ((!v->win_cap || v->win_heard) && peer_read_pos(v) >= pos))
+		return 1; /* (gone: the send finds the error) */
+	v->read_want = pos;
+	v->read_armed = true;
+	return 0;
+}
+
+static void v_rcv_window_set(struct san_sock *s)
+{
+	struct vconn *v = s->pv;
+
+	if (v && !v->in_poll)
+		(void)win_report(v);
 }
 
 static void v_progress_op(struct san_sock *s)
@@ -1870,7 +2018,7 @@ static int v_propose(struct san_sock *s)
 	s->nonce_mine = san_up_nonce();
 	pp.magic = htobe32(V_PROPOSE_MAGIC);
 	pp.ver_min = pp.ver_max = SAN_PROTO_VERSION;
-	pp.caps = htobe16(V_CAPS);
+	pp.caps = htobe16(V_CAPS | SAN_CAP_RCV_WINDOW);
 	pp.nonce = htobe64(s->nonce_mine);
 	memcpy(pp.src, s->tuple.local.addr, 16);
 	memcpy(pp.dst, s->tuple.peer.addr, 16);
@@ -1932,6 +2080,7 @@ static int v_propose(struct san_sock *s)
 	}
 	s->nonce_peer = be64toh(acc.nonce);
 	s->peer_caps = be32toh(acc.caps) & V_CAPS; /* what its HELLO may offer */
+	v->win_cap = be32toh(acc.caps) & SAN_CAP_RCV_WINDOW;
 	/* ---- commit: SWITCH (X_A = 0), the MARK, HELLO; then B's SWITCH says X_B ---- */
 	r = a_wait_credit(v, V_SWITCH_MS);
 	if (!r)
@@ -2037,7 +2186,16 @@ static void b_commit(struct vconn *v, uint64_t offset)
 	s->tx = SK_TX_SAN;
 	s->x_peer = offset;
 	s->rx = SK_RX_DRAIN;
-	r = send_switch(v, s->tcp_tx);
+	/*
+	 * Our first RCV_WINDOW, when our application set SO_RCVBUF or SO_SNDBUF (win_tell), just
+	 * before the SWITCH: A sends once it has the SWITCH, and must know the bound by then. None
+	 * when neither is set, so such a connection's switch-over is what it was before the
+	 * message (A's first sends race our HELLO as they did). (Sent from inside the poll, as the
+	 * SWITCH.)
+	 */
+	r = win_tell(v);
+	if (r == 0)
+		r = send_switch(v, s->tcp_tx);
 	v->switch_sent = r == 0;
 	if (r == 0)
 		r = san_up_write_mark(s, 0);
@@ -2095,7 +2253,8 @@ static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
 		s->nonce_mine = san_up_nonce();
 		s->nonce_peer = be64toh(pp->nonce);
 		s->peer_caps = be16toh(pp->caps) & V_CAPS;
-		acc.caps = htobe32(V_CAPS);
+		v->win_cap = be16toh(pp->caps) & SAN_CAP_RCV_WINDOW;
+		acc.caps = htobe32(V_CAPS | SAN_CAP_RCV_WINDOW);
 		acc.nonce = htobe64(s->nonce_mine);
 		acc.area_mib = (uint8_t)(v->bulk / V_MIB);
 		san_debug("fd %d: verbs: bulk area %zu MiB each way (%u proposed)", s->fd,
@@ -2632,6 +2791,9 @@ const struct san_prov_ops san_prov_verbs = {
 	.area_key = v_area_key,
 	.area_released = v_area_released,
 	.area_arm = v_area_arm,
+	.peer_read_to = v_peer_read_to,
+	.peer_read_arm = v_peer_read_arm,
+	.rcv_window_set = v_rcv_window_set,
 	.xfer_done = v_xfer_done,
 	.grant_keys = true,
 	.progress = v_progress_op,

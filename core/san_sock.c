@@ -858,7 +858,8 @@ void san_sock_commit(struct san_sock *s)
  * tuning them) bound what the switch keeps unread for the connection, as they bound TCP's
  * queues: our receive window goes into our inbound ring for the peer's sends to respect, our
  * send window is ours (docs/protocol.md, "Socket buffer sizes"). Sizes as the kernel reports
- * them (it doubles what was asked). shm only: elsewhere the peer's reads are not seen. Lock held.
+ * them (it doubles what was asked). Only where the provider sees the peer's reads (shm: shared
+ * memory; verbs: the peer's RCV_WINDOW frames). Lock held.
  */
 static uint32_t sock_buf(const struct san_sock *s, uint32_t flag, int opt)
 {
@@ -874,10 +875,12 @@ static uint32_t sock_buf(const struct san_sock *s, uint32_t flag, int opt)
 
 static void sock_windows(struct san_sock *s)
 {
-	if (!s->prov || !s->prov->peer_reads_seen || !s->rxr.sh)
+	if (!s->prov || !s->prov->peer_read_to || !s->rxr.sh)
 		return;
 	san_shm_ring_cons_window(&s->rxr, sock_buf(s, SAN_FDF_RCVBUF, SO_RCVBUF));
 	s->snd_window = sock_buf(s, SAN_FDF_SNDBUF, SO_SNDBUF);
+	if (s->prov->rcv_window_set)
+		s->prov->rcv_window_set(s);
 }
 
 void san_sock_on_pass(int fd)
@@ -1896,7 +1899,9 @@ void san_sock_check_anchor(struct san_sock *s)
 	 * taken for bytes it left unread.
 	 */
 	if (!s->prov || !s->prov->peer_reads_seen)
-		s->peer_end = SK_PEER_UNKNOWN;
+		/* an ABORT in the ring is a reset the peer asked for, whether its reads are seen
+		 * or not (verbs: its close with bytes of ours unread, as TCP's RST says) */
+		s->peer_end = san_conn_ctrl_ahead(s, SAN_T_ABORT) ? SK_PEER_RST : SK_PEER_UNKNOWN;
 	else if (san_conn_ctrl_ahead(s, SAN_T_ABORT) || san_conn_peer_unread(s) ||
 		 (r == -ECONNRESET && (s->mark_out < SAN_MARK_LEN || s->tx_data_end)))
 		/*

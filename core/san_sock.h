@@ -200,7 +200,7 @@ struct san_sock {
 	uint8_t peer_end;  /* then, how TCP would have ended (enum san_peer_end) */
 	bool gone_write;   /* a send to a peer gone by FIN was taken (TCP's reply: RST) */
 	uint64_t tx_data_end; /* txr position past our last frame carrying stream bytes */
-	uint32_t snd_window;  /* SO_SNDBUF the application set (shm), 0: none (sock_windows) */
+	uint32_t snd_window;  /* SO_SNDBUF the application set, 0: none (sock_windows) */
 	bool tx_wait_window;  /* the last send waits for the peer to read (window full) */
 	bool anchor_watch; /* the engine watches the anchor */
 

@@ -41,6 +41,7 @@ enum san_credit_class san_credit_class_of(uint8_t type)
 	case SAN_T_WRITE_DONE:
 	case SAN_T_DISCONNECT:
 	case SAN_T_KEEPALIVE:
+	case SAN_T_RCV_WINDOW:
 		return SAN_CC_CTRL;
 	case SAN_T_CREDIT_UPDATE:
 		return SAN_CC_UPDATE;

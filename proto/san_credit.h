@@ -16,7 +16,8 @@
  *   HELLO   HELLO (once, first)                           1 (the slot every pool starts with)
  *   DATA    DATA, SRC_AVAIL: held until the app reads     T_peer + 2
  *   CTRL    READ_DONE, WRITE_GRANT, WRITE_DONE,           2
- *           DISCONNECT, KEEPALIVE: freed by the engine
+ *           DISCONNECT, KEEPALIVE, RCV_WINDOW: freed by
+ *           the engine
  *   UPDATE  CREDIT_UPDATE, only with >= 1 to return       1
  *   LAST    ABORT: nothing follows it                     1
  *

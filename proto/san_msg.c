@@ -45,6 +45,8 @@ static const struct san_type_desc san_types[256] = {
 			  0 },
 	[SAN_T_KEEPALIVE] = { "KEEPALIVE", SAN_CH_SESSION, SAN_KA_F_PROBE,
 			      sizeof(struct san_wire_keepalive), 0 },
+	[SAN_T_RCV_WINDOW] = { "RCV_WINDOW", SAN_CH_SESSION, 0, sizeof(struct san_wire_rcv_window),
+			       0 },
 };
 
 static const struct san_type_desc *san_type_get(uint8_t type)
@@ -169,6 +171,8 @@ static bool san_body_in_range(const struct san_msg *m)
 	case SAN_T_CREDIT_UPDATE:
 		/* An update that returns nothing would cost the peer a slot for no reason. */
 		return m->credits != 0;
+	case SAN_T_RCV_WINDOW:
+		return san_len_ok(m->u.rcv_window.consumed);
 	case SAN_T_DISCONNECT:
 	case SAN_T_ABORT:
 	case SAN_T_KEEPALIVE:
@@ -360,6 +364,14 @@ static void san_encode_body(const struct san_msg *m, uint8_t *p)
 	}
 	case SAN_T_KEEPALIVE: {
 		struct san_wire_keepalive w = { .token = htobe64(m->u.keepalive.token) };
+		memcpy(p, &w, sizeof(w));
+		break;
+	}
+	case SAN_T_RCV_WINDOW: {
+		struct san_wire_rcv_window w = {
+			.window = htobe32(m->u.rcv_window.window),
+			.consumed = htobe64(m->u.rcv_window.consumed),
+		};
 		memcpy(p, &w, sizeof(w));
 		break;
 	}
@@ -557,6 +569,16 @@ static int san_decode_body(struct san_msg *m, uint8_t flags, const uint8_t *p, u
 		memcpy(&w, p, sizeof(w));
 		m->u.keepalive.probe = flags & SAN_KA_F_PROBE;
 		m->u.keepalive.token = be64toh(w.token);
+		break;
+	}
+	case SAN_T_RCV_WINDOW: {
+		struct san_wire_rcv_window w;
+
+		memcpy(&w, p, sizeof(w));
+		if (w.rsvd)
+			return -SAN_PROTO_ERESERVED;
+		m->u.rcv_window.window = be32toh(w.window);
+		m->u.rcv_window.consumed = be64toh(w.consumed);
 		break;
 	}
 	default: /* CREDIT_UPDATE, DISCONNECT */

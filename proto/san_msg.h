@@ -100,6 +100,11 @@ struct san_keepalive {
 	uint64_t token;
 };
 
+struct san_rcv_window {
+	uint32_t window;
+	uint64_t consumed;
+};
+
 struct san_msg {
 	/* Common header. version is filled by decode; encode always writes SAN_PROTO_VERSION. */
 	uint8_t version;
@@ -120,6 +125,7 @@ struct san_msg {
 		struct san_write_done write_done;
 		struct san_abort abort;
 		struct san_keepalive keepalive;
+		struct san_rcv_window rcv_window;
 	} u;
 };
 

@@ -34,6 +34,7 @@ enum san_type {
 	SAN_T_DISCONNECT = 0x16,    /* session: orderly end of the sender's stream (FIN) */
 	SAN_T_ABORT = 0x17,	    /* side or session: abandon (pre-commit) / reset (after) */
 	SAN_T_KEEPALIVE = 0x18,	    /* session: liveness probe and reply */
+	SAN_T_RCV_WINDOW = 0x19,    /* session (verbs): receive window, bytes read so far */
 };
 
 /* Capability bits (PROPOSE, ACCEPT, HELLO). Unknown bits are ignored, never rejected. */
@@ -44,13 +45,15 @@ enum san_type {
 #define SAN_CAP_RETRIES 0x00000008u /* PROPOSE only: the proposer proposes again later, so
 					 * refuse at once what cannot be answered now (a
 					 * connection still in the accept queue): never hold it */
-/* (0x10 is SAN_CAP_RCV_WINDOW's, on verbs) */
+#define SAN_CAP_RCV_WINDOW 0x00000010u /* verbs setup: advertiser sends RCV_WINDOW and bounds
+					* its sends by the peer's (docs/protocol.md, "Socket
+					* buffer sizes") */
 #define SAN_CAP_UNHASHED 0x00000020u /* PROPOSE, ACCEPT (shm): the advertiser takes ring frames
-					* whose trailer hash is 0 as sealed without a hash: its
-					* peer may skip XXH64 (the producer index orders shm's
-					* bytes: docs/protocol.md §6) */
+				      * whose trailer hash is 0 as sealed without a hash: its
+				      * peer may skip XXH64 (the producer index orders shm's
+				      * bytes: docs/protocol.md §6) */
 #define SAN_CAP_KNOWN (SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ | \
-		       SAN_CAP_RETRIES | SAN_CAP_UNHASHED)
+		       SAN_CAP_RETRIES | SAN_CAP_RCV_WINDOW | SAN_CAP_UNHASHED)
 
 /* Per-type flag bits (header byte 2). Any bit not listed for a type is reserved. */
 #define SAN_DATA_F_FIRST 0x01	  /* first chunk of a transfer: body carries total length */
@@ -296,6 +299,19 @@ struct san_wire_keepalive {
 };
 _Static_assert(sizeof(struct san_wire_keepalive) == 8,
 	       "KEEPALIVE layout changed: update docs/protocol.md §KEEPALIVE and check_wire.c");
+
+/*
+ * RCV_WINDOW body, 16 bytes (verbs, where the peer's reads are not shared memory): the
+ * receiver's window and the frame bytes its application has read so far.
+ */
+struct san_wire_rcv_window {
+	uint32_t window;   /* SO_RCVBUF as the kernel reports it; 0: unbounded */
+	uint32_t rsvd;	   /* zero */
+	uint64_t consumed; /* frame bytes (header, body, trailer, alignment) read, from the HELLO */
+};
+_Static_assert(sizeof(struct san_wire_rcv_window) == 16 &&
+		       offsetof(struct san_wire_rcv_window, consumed) == 8,
+	       "RCV_WINDOW layout changed: update docs/protocol.md §RCV_WINDOW and check_wire.c");
 
 /* CREDIT_UPDATE and DISCONNECT have no body. */
 

@@ -2,7 +2,10 @@
 """edge_bufsize.py — socket buffer sizes the application set bound what a connection holds
 (t_edge_bufsize.sh).
 
-  edge_bufsize.py CASE
+  edge_bufsize.py CASE [ADDR]
+
+ADDR: where the server listens and the client connects (default 127.0.0.1; the verbs test
+passes the rxe device's address, tests/rxe/t_switch_verbs_bufsize.sh).
 
 Both ends set SO_SNDBUF / SO_RCVBUF to 4 KiB (the server on its listener, as the kernel hands
 the listener's sizes to what it accepts). The client (a forked child, the connecting side)
@@ -25,11 +28,11 @@ import time
 SZ = 4096
 
 
-def client(port, case, data):
+def client(addr, port, case, data):
     c = socket.socket()
     c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SZ)
     c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SZ)
-    c.connect(("127.0.0.1", port))
+    c.connect((addr, port))
     c.sendall(b"h")  # the first byte: the connection switches here (not measured)
     sent = 0
     try:
@@ -60,17 +63,18 @@ def client(port, case, data):
 
 def main():
     case = sys.argv[1]
+    addr = sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1"
     lst = socket.socket()
     lst.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SZ)
     lst.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SZ)
-    lst.bind(("127.0.0.1", 0))
+    lst.bind((addr, 0))
     lst.listen(1)
     data = bytes((i * 7 + i // 251) & 255 for i in range(1 << 20 if case == "slow" else 256 * 1024))
     print("# pid %d" % os.getpid(), flush=True)
     pid = os.fork()
     if pid == 0:
         print("# pid %d" % os.getpid(), flush=True)
-        client(lst.getsockname()[1], case, data)
+        client(addr, lst.getsockname()[1], case, data)
         os._exit(0)
     s, _ = lst.accept()
     assert s.recv(1) == b"h"

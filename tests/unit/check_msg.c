@@ -103,6 +103,10 @@ static const struct msg_case msgs[] = {
 	  { .type = SAN_T_KEEPALIVE, .u.keepalive = { true, 0x0123456789abcdef } } },
 	{ "KEEPALIVE reply", SAN_CHAN_SESSION,
 	  { .type = SAN_T_KEEPALIVE, .u.keepalive = { false, 0x0123456789abcdef } } },
+	{ "RCV_WINDOW", SAN_CHAN_SESSION,
+	  { .type = SAN_T_RCV_WINDOW, .u.rcv_window = { 8192, 0x0000000123456788ull } } },
+	{ "RCV_WINDOW unbounded", SAN_CHAN_SESSION,
+	  { .type = SAN_T_RCV_WINDOW, .u.rcv_window = { 0, 0 } } },
 };
 /* clang-format on */
 #define NMSGS (int)(sizeof(msgs) / sizeof(msgs[0]))
@@ -168,6 +172,9 @@ static int msg_eq(const struct san_msg *a, const struct san_msg *b)
 	case SAN_T_KEEPALIVE:
 		return a->u.keepalive.probe == b->u.keepalive.probe &&
 		       a->u.keepalive.token == b->u.keepalive.token;
+	case SAN_T_RCV_WINDOW:
+		return a->u.rcv_window.window == b->u.rcv_window.window &&
+		       a->u.rcv_window.consumed == b->u.rcv_window.consumed;
 	default:
 		return 1;
 	}
@@ -357,7 +364,7 @@ static const struct reject_case rejects[] = {
 	/* type */
 	{ "type 0", M_DATA, { { 1, 0x00 }, END }, 0, 0, -SAN_PROTO_ETYPE, 0, { 0, 0 } },
 	{ "type 0x07", M_DATA, { { 1, 0x07 }, END }, 0, 0, -SAN_PROTO_ETYPE, 0, { 0, 0 } },
-	{ "type 0x19", M_DATA, { { 1, 0x19 }, END }, 0, 0, -SAN_PROTO_ETYPE, 0, { 0, 0 } },
+	{ "type 0x1a", M_DATA, { { 1, 0x1a }, END }, 0, 0, -SAN_PROTO_ETYPE, 0, { 0, 0 } },
 	{ "type 0xff", M_DATA, { { 1, 0xff }, END }, 0, 0, -SAN_PROTO_ETYPE, 0, { 0, 0 } },
 	/* channel */
 	{ "MARK framed", M_DATA, { { 1, SAN_T_MARK }, END }, 0, 0, -SAN_PROTO_ECHANNEL, 0, { 0, 0 } },

@@ -16,6 +16,7 @@
 	X(frame)           \
 	X(credit)          \
 	X(window)          \
+	X(rcvwin)          \
 	X(ahead)           \
 	X(bulk)            \
 	X(stage)           \
