@@ -8,7 +8,9 @@
 # verbs in both processes.
 # On main's code before the fix (the verbs provider wrote its MARK on TCP at its commit, while
 # its first bytes were still to cross the fabric, or to be taken off the CQ by the engine
-# thread) a reader woken by the MARK found its ring empty: server side, 59 of 120.
+# thread) a reader woken by the MARK found its ring empty: server side, 59 of 120. Now the MARK
+# goes once the first frame with stream bytes (or the end) is acknowledged by the peer's HCA, and
+# the reader takes in its CQ itself after the MARK (docs/protocol.md §9.2, rule 3).
 # timeout: 300
 set -u
 # shellcheck source=tests/e2e/lib.sh
