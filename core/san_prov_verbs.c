@@ -171,7 +171,7 @@ struct vconn {
 	bool mark_posted;    /* ... txr was sent past it: mark_sends is set */
 	bool mark_wait;	     /* TCP's send buffer had no room for it: the timer writes the rest */
 	uint64_t mark_at, mark_sends;
-	bool peer_stream;    /* a frame of the peer's stream came: DATA, DISCONNECT or ABORT */
+	bool peer_stream;    /* a frame of the peer's stream is in rxr: DATA, DISCONNECT, ABORT */
 	uint32_t nheld, hhead;
 	struct v_held held[V_NRECV];
 	struct vconn *run_prev, *run_next; /* on the spinners' list while running */
@@ -660,6 +660,8 @@ static int deliver(struct vconn *v, const void *msg, uint32_t len)
 		san_shm_ring_prod_bell(&v->fill); /* counted, as shm's producer counts (bells) */
 		san_sock_ring_self(s);
 	}
+	if (type == SAN_T_DATA || type == SAN_T_DISCONNECT || type == SAN_T_ABORT)
+		v->peer_stream = true; /* what the peer's MARK went after (v_mark_read) */
 	/* the peer's FIN: X reads as TCP does after one (shm: the peer shuts our Y) */
 	if (type == SAN_T_DISCONNECT && s->ylocal >= 0)
 		(void)san_sys_shutdown(s->ylocal, SHUT_WR);
@@ -912,8 +914,6 @@ static int on_msg(void *arg, const void *msg, size_t len)
 	type = ((const struct san_wire_hdr *)msg)->type;
 	if (type == SAN_T_DISCONNECT || type == SAN_T_ABORT)
 		v->peer_done = true;
-	if (type == SAN_T_DATA || type == SAN_T_DISCONNECT || type == SAN_T_ABORT)
-		v->peer_stream = true; /* what the peer's MARK waits for (v_mark_read) */
 	if (v->s->err)
 		return 0; /* reset: nothing more is read (the slot goes back at once) */
 	if (type == SAN_T_READ_DONE)
