@@ -131,6 +131,19 @@ struct san_prov_ops {
 	 * left our MARK unread). Lock held.
 	 */
 	bool (*peer_said_end)(struct san_sock *s);
+	/*
+	 * Optional. Our MARK is due (san_sock_mark_flush: our first stream bytes or our end are
+	 * in the outbound ring) but the ring is not the peer's memory: the provider writes the
+	 * MARK itself once what the ring holds up to here has reached the peer (verbs: their
+	 * SENDs' completions), so that a reader woken by the MARK finds them. Lock held.
+	 */
+	void (*mark_after)(struct san_sock *s);
+	/*
+	 * Optional. The peer's MARK was read: bring in the frames it went after (mark_after), so
+	 * that the receive that follows finds them (verbs: from the CQ, here, rather than when the
+	 * engine thread comes to it). Lock held.
+	 */
+	void (*mark_read)(struct san_sock *s);
 	/* Optional. The connection was closed or reset: the provider may finish (lock held). */
 	void (*closed)(struct san_sock *s);
 	/*

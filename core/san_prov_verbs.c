@@ -162,6 +162,17 @@ struct vconn {
 	int kick;   /* eventfd: another thread asks the engine to look (closed, reset) */
 	ev_io cq_w, cm_w, kick_w;
 	ev_timer t; /* B: A's SWITCH must come; then: the MARK's rest; an ending's limit */
+	/*
+	 * Our MARK (protocol.md §9.2, rule 3): due from our commit, it goes once our first stream
+	 * bytes or our end are in txr (mark_at: txr's bytes then) AND acknowledged by the peer's
+	 * HCA: posted as SENDs up to mark_sends, completed up to there (mark_try). A reader woken
+	 * by it then finds them in its CQ, at the latest.
+	 */
+	bool mark_armed;     /* mark_at is set */
+	bool mark_posted;    /* ... txr was sent past it: mark_sends is set */
+	bool mark_wait;	     /* TCP's send buffer had no room for it: the timer writes the rest */
+	uint64_t mark_at, mark_sends;
+	bool peer_stream;    /* a frame of the peer's stream is in rxr: DATA, DISCONNECT, ABORT */
 	uint32_t nheld, hhead;
 	struct v_held held[V_NRECV];
 	struct vconn *run_prev, *run_next; /* on the spinners' list while running */
@@ -591,9 +602,10 @@ static int win_report(struct vconn *v)
 {
 	return v->switch_sent ? win_tell(v) : 0;
 }
+static void mark_try(struct vconn *v);
 
 /* Send what txr holds while credits and send slots last. */
-static void pump(struct vconn *v)
+static void pump_frames(struct vconn *v)
 {
 	struct san_sock *s = v->s;
 	struct san_shm_frame f;
@@ -625,6 +637,13 @@ static void pump(struct vconn *v)
 	}
 }
 
+/* ... then our MARK, if what it waits for has gone (completions come here, through pump). */
+static void pump(struct vconn *v)
+{
+	pump_frames(v);
+	mark_try(v);
+}
+
 /* A session message the provider sends itself (SWITCH): encoded here, not through txr. */
 static int send_switch(struct vconn *v, uint64_t offset)
 {
@@ -637,6 +656,53 @@ static int send_switch(struct vconn *v, uint64_t offset)
 	if (n < 0)
 		return n;
 	return san_verbs_send(v->c, buf, (size_t)n);
+}
+
+/* ---- our MARK (protocol.md §9.2, rule 3) ---------------------------------------------- */
+
+/* Write our MARK (or its rest) through the anchor: the application may have closed its number. */
+static void mark_write_now(struct vconn *v)
+{
+	struct san_sock *s = v->s;
+	int r = san_up_write_mark_fd(s, v->anchor, 0);
+
+	if (r == -EAGAIN) {
+		/* behind bytes of ours on TCP the peer has not read yet: v_timer tries again */
+		if (!v->mark_wait) {
+			v->mark_wait = true;
+			(void)eventfd_write(v->kick, 1); /* v_run starts the timer, on the engine */
+		}
+		return;
+	}
+	v->mark_wait = false;
+	s->mark_due = false;
+	if (r < 0)
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+}
+
+/*
+ * The MARK goes once (1) we are RUNNING (A: B's SWITCH proves ours delivered, protocol.md
+ * §9.4), (2) txr was sent past mark_at (our first stream bytes or our end), and (3) those
+ * SENDs completed: on RC the peer's HCA has them. A send posted but not completed is not at
+ * the peer yet, and a MARK written at the post would wake its reader to an empty ring.
+ */
+static void mark_try(struct vconn *v)
+{
+	struct san_sock *s = v->s;
+	uint64_t posted, done;
+
+	if (!s->mark_due || !v->mark_armed || v->mark_wait || v->in_poll || !v->c || v->gone ||
+	    s->err || v->stage != V_RUNNING)
+		return;
+	san_verbs_send_counts(v->c, &posted, &done);
+	if (!v->mark_posted) {
+		if (v->pump.cons < v->mark_at)
+			return; /* still in txr (no credit, or no send slot, yet) */
+		v->mark_posted = true;
+		v->mark_sends = posted; /* (perhaps a few more than needed: never fewer) */
+	}
+	if (done >= v->mark_sends)
+		mark_write_now(v);
 }
 
 /* ---- frames in ------------------------------------------------------------------------- */
@@ -662,6 +728,8 @@ static int deliver(struct vconn *v, const void *msg, uint32_t len)
 		san_shm_ring_prod_bell(&v->fill); /* counted, as shm's producer counts (bells) */
 		san_sock_ring_self(s);
 	}
+	if (type == SAN_T_DATA || type == SAN_T_DISCONNECT || type == SAN_T_ABORT)
+		v->peer_stream = true; /* what the peer's MARK went after (v_mark_read) */
 	/* the peer's FIN: X reads as TCP does after one (shm: the peer shuts our Y) */
 	if (type == SAN_T_DISCONNECT && s->ylocal >= 0)
 		(void)san_sys_shutdown(s->ylocal, SHUT_WR);
@@ -1047,7 +1115,8 @@ static bool v_finished(struct vconn *v)
 	san_verbs_get_info(v->c, &in);
 	/* (the peer still reads our regions until its READ_DONEs: the area must stay) */
 	return !s->fin_pending && san_shm_ring_cons_peek(&v->pump, &(struct san_shm_frame){ 0 }) ==
-					   -EAGAIN && !in.sends_busy && v->rel_seq == v->tx_seq;
+					   -EAGAIN && !in.sends_busy && v->rel_seq == v->tx_seq &&
+	       (!s->mark_due || !v->mark_armed || s->err); /* the peer reads nothing before it */
 }
 
 /* On the engine: stop watching, close the transport, let the sock go. */
@@ -1099,6 +1168,11 @@ static void v_run(struct ev_loop *loop, struct vconn *v)
 		san_ev.ev_io_stop(loop, &v->cm_w);
 	}
 	done = v_finished(v);
+	if (!done && v->mark_wait && !ev_is_active(&v->t)) {
+		/* the MARK's rest, as TCP's send buffer makes room (mark_write_now) */
+		ev_timer_set(&v->t, 0.001, 0.001);
+		san_ev.ev_timer_start(loop, &v->t);
+	}
 	if (!done && v->ending && !ev_is_active(&v->t)) {
 		ev_timer_set(&v->t, V_END_S, 0.);
 		san_ev.ev_timer_start(loop, &v->t);
@@ -1124,12 +1198,9 @@ static void v_timer(struct ev_loop *loop, ev_timer *t, int revents)
 	san_sock_lock(s);
 	if (v->b && v->stage == V_WAIT_SWITCH) {
 		v->gone = true;
-	} else if (s->mark_out < SAN_MARK_LEN && !s->err && !s->proc->closing) {
-		int r = san_up_write_mark(s, 0);
-
-		if (r < 0 && r != -EAGAIN)
-			san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
-		if (r == -EAGAIN) {
+	} else if (v->mark_wait && !s->err) {
+		mark_write_now(v);
+		if (v->mark_wait) {
 			pthread_mutex_unlock(&s->lock);
 			return; /* the repeating timer tries again */
 		}
@@ -1253,7 +1324,7 @@ static bool v_pending(struct vconn *v)
 		san_sock_send_fin(s); /* the process ends: its streams end, as its sockets would */
 	san_verbs_get_info(v->c, &in);
 	return s->fin_pending || san_shm_ring_cons_peek(&v->pump, &f) == 0 || in.sends_busy ||
-	       v->rel_seq != v->tx_seq;
+	       v->rel_seq != v->tx_seq || (s->mark_due && v->mark_armed);
 }
 
 /* and never longer than this: other threads may keep streaming on connections made after */
@@ -1471,6 +1542,49 @@ static bool v_nap(const struct timespec *until, long *nap_ns)
 	if (*nap_ns < 1000000)
 		*nap_ns *= 2;
 	return true;
+}
+
+/* san_sock_mark_flush: our first stream bytes or our end are in txr now. */
+static void v_mark_after(struct san_sock *s)
+{
+	struct vconn *v = s->pv;
+
+	if (!v)
+		return;
+	if (!v->mark_armed) {
+		v->mark_armed = true;
+		v->mark_at = s->txr.prod;
+	}
+	mark_try(v);
+}
+
+#define V_MARK_READ_MS 100 /* at most, for completions the HCA writes after its ACK */
+
+/*
+ * The peer's MARK was read. It went only once the frames before it (its first stream bytes or
+ * its end) were acknowledged by our HCA (mark_try): they are in our CQ if the engine thread
+ * has not taken them into rxr yet. Take them here, so that the receive that follows returns
+ * them: a reader that select or poll woke with the MARK must not be told EAGAIN. (rxe writes
+ * the receive completion before it sends the ACK; a device that writes it a moment after is
+ * waited for, briefly.)
+ */
+static void v_mark_read(struct san_sock *s)
+{
+	struct vconn *v = s->pv;
+	struct timespec until;
+	long nap = 20000;
+
+	if (!v || !v->c)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_nsec += V_MARK_READ_MS * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (!v->peer_stream && !v->gone && !s->err && v_poll_here(v) >= 0 && !v->peer_stream &&
+	       v_nap(&until, &nap))
+		;
 }
 
 /*
@@ -2081,7 +2195,10 @@ static int v_propose(struct san_sock *s)
 	s->nonce_peer = be64toh(acc.nonce);
 	s->peer_caps = be32toh(acc.caps) & V_CAPS; /* what its HELLO may offer */
 	v->win_cap = be32toh(acc.caps) & SAN_CAP_RCV_WINDOW;
-	/* ---- commit: SWITCH (X_A = 0), the MARK, HELLO; then B's SWITCH says X_B ---- */
+	/*
+	 * ---- commit: SWITCH (X_A = 0), HELLO; B's SWITCH says X_B; the MARK follows our first
+	 * stream bytes or our end, once they are delivered (mark_try) ----
+	 */
 	r = a_wait_credit(v, V_SWITCH_MS);
 	if (!r)
 		r = send_switch(v, s->tcp_tx);
@@ -2097,6 +2214,7 @@ static int v_propose(struct san_sock *s)
 	san_sock_commit(s);
 	s->tx = SK_TX_SAN;
 	s->rx = SK_RX_PAUSED; /* until B's SWITCH: no receive may read past X_B */
+	s->mark_due = true;   /* (another thread's send may arm it while we wait below) */
 	if (s->peer_caps) /* (a peer of an older build offers none: it would refuse our grant) */
 		v_bulk_setup(v);
 	if (san_engine_call(v_watch, v) < 0 || san_conn_send_hello(s) < 0) {
@@ -2106,7 +2224,8 @@ static int v_propose(struct san_sock *s)
 	/*
 	 * The MARK only once B's SWITCH proves that ours was delivered (protocol.md §9.4: a SEND
 	 * merely posted may be lost with the QP, and B would then resume TCP and read our MARK
-	 * as data). Meanwhile the lock is let go; other threads' sends queue behind HELLO.
+	 * as data): mark_try waits for V_RUNNING. Meanwhile the lock is let go; other threads'
+	 * sends queue behind HELLO.
 	 */
 	{
 		struct timespec until;
@@ -2121,8 +2240,8 @@ static int v_propose(struct san_sock *s)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TIMEOUT);
 		return 0;
 	}
-	if (!s->err && san_up_write_mark(s, V_SWITCH_MS) < 0)
-		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+	if (!s->err && s->pv)
+		mark_try(s->pv); /* another thread's bytes went meanwhile */
 	san_debug("fd %d: committed (A, verbs), peer's X %llu", s->fd,
 		  (unsigned long long)s->x_peer);
 	return 0;
@@ -2176,7 +2295,10 @@ static void b_redirect(struct san_verbs_request *rq, uint16_t port)
 	san_verbs_request_reject(rq, &rj, sizeof(rj));
 }
 
-/* A's SWITCH: B commits at once (SWITCH back, MARK, HELLO) and drains to X_A. Lock held. */
+/*
+ * A's SWITCH: B commits at once (SWITCH back, HELLO) and drains to X_A; its MARK follows its
+ * first stream bytes or its end, once they are delivered (mark_try). Lock held.
+ */
 static void b_commit(struct vconn *v, uint64_t offset)
 {
 	struct san_sock *s = v->s;
@@ -2186,6 +2308,7 @@ static void b_commit(struct vconn *v, uint64_t offset)
 	s->tx = SK_TX_SAN;
 	s->x_peer = offset;
 	s->rx = SK_RX_DRAIN;
+	s->mark_due = true;
 	/*
 	 * Our first RCV_WINDOW, when our application set SO_RCVBUF or SO_SNDBUF (win_tell), just
 	 * before the SWITCH: A sends once it has the SWITCH, and must know the bound by then. None
@@ -2197,24 +2320,17 @@ static void b_commit(struct vconn *v, uint64_t offset)
 	if (r == 0)
 		r = send_switch(v, s->tcp_tx);
 	v->switch_sent = r == 0;
-	if (r == 0)
-		r = san_up_write_mark(s, 0);
-	if (r == 0 || r == -EAGAIN) {
+	if (r == 0) {
 		if (s->peer_caps) /* (as A: an older build's PROPOSE offers no bulk) */
 			v_bulk_setup(v);
-		r = san_conn_send_hello(s) < 0 ? -EIO : r;
+		r = san_conn_send_hello(s) < 0 ? -EIO : 0;
 	}
-	if (r < 0 && r != -EAGAIN)
+	if (r < 0)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
 	if (!s->proc->closing)
 		san_sock_epoll_rearm(s);
 	pthread_cond_broadcast(&s->cond);
 	san_ev.ev_timer_stop(san_engine_loop(), &v->t);
-	if (r == -EAGAIN) {
-		/* the TCP send buffer is full: the MARK follows as room appears */
-		ev_timer_set(&v->t, 0.001, 0.001);
-		san_ev.ev_timer_start(san_engine_loop(), &v->t);
-	}
 	san_debug("fd %d: committed (B, verbs), peer's X %llu", s->fd, (unsigned long long)offset);
 }
 
@@ -2800,5 +2916,7 @@ const struct san_prov_ops san_prov_verbs = {
 	.peer_said_end = v_peer_said_end,
 	.closed = v_closed,
 	.spin_poll = v_spin_poll,
+	.mark_after = v_mark_after,
+	.mark_read = v_mark_read,
 	.absent = v_absent_op,
 };

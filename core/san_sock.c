@@ -1806,6 +1806,8 @@ static int sock_read_mark(struct san_sock *s)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
 		return -ECONNRESET;
 	}
+	if (s->prov && s->prov->mark_read)
+		s->prov->mark_read(s); /* what the MARK went after: the receive must find it */
 	return 0;
 }
 
@@ -2557,7 +2559,13 @@ void san_sock_mark_flush(struct san_sock *s)
 {
 	int r;
 
-	if (!s->mark_due || s->proc->mw || s->err || s->tcp < 0)
+	if (!s->mark_due || s->proc->mw || s->err)
+		return;
+	if (s->prov && s->prov->mark_after) {
+		s->prov->mark_after(s);
+		return;
+	}
+	if (s->tcp < 0)
 		return;
 	r = san_up_write_mark(s, 0);
 	if (r == -EAGAIN) {

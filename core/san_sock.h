@@ -151,8 +151,8 @@ struct san_sock {
 	uint8_t mark[16];
 	unsigned int mark_have;	  /* MARK bytes read so far */
 	unsigned int mark_out;	  /* our MARK bytes written so far (B may finish late) */
-	bool mark_due;		  /* shm: our MARK waits for our first stream bytes or our end
-				   * in the ring (san_sock_mark_flush) */
+	bool mark_due;		  /* our MARK waits for our first stream bytes or our end in
+				   * the ring (san_sock_mark_flush; verbs: their delivery) */
 
 	int tcp;   /* the TCP socket: == fd until the swap, then the anchor (our dup) */
 	int side;  /* side-channel socket, -1 once closed */
@@ -454,6 +454,7 @@ int san_up_a_run(struct san_sock *s);
 uint64_t san_up_nonce(void);
 int san_up_pair(int *x, int *y);
 int san_up_write_mark(struct san_sock *s, int wait_ms);
+int san_up_write_mark_fd(struct san_sock *s, int tcp, int wait_ms);
 int san_up_fallback(struct san_sock *s, unsigned int reason);
 void san_up_b_fallback(struct san_sock *s, unsigned int reason);
 int san_up_listen(int lfd);

@@ -224,6 +224,12 @@ int san_up_write_mark(struct san_sock *s, int wait_ms)
 	return mark_write(s, s->tcp, wait_ms);
 }
 
+/* The same through another number of the TCP socket (a provider's own dup of it). */
+int san_up_write_mark_fd(struct san_sock *s, int tcp, int wait_ms)
+{
+	return mark_write(s, tcp, wait_ms);
+}
+
 /*
  * Send what TCP holds back now: the MARK is the last thing we write on TCP, and the peer reads
  * nothing of the ring until it has it. An application that corks its socket (nginx's

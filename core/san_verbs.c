@@ -65,6 +65,8 @@ struct san_verbs_conn {
 	struct ibv_wc wc[WC_BATCH];
 	int nwc, iwc; /* polled completions not yet processed: wc[iwc .. nwc) */
 	uint64_t msgs_tx, msgs_rx, updates_tx, updates_rx, inline_tx, credit_waits;
+	/* SENDs posted, and completed with success: RC completes a send queue in order */
+	uint64_t sends_posted, sends_done;
 	/* Held receive slots (san_verbs_hold/release): cur is the slot being delivered to the
 	 * callback (-1 outside it), cur_held whether the callback kept it. */
 	int64_t cur;
@@ -517,6 +519,7 @@ static int send_msg(struct san_verbs_conn *c, uint8_t type, const void *body, si
 		san_vpool_send_put(&c->pool, (uint64_t)idx);
 		return broken(c, -ECONNRESET, "ibv_post_send failed");
 	}
+	c->sends_posted++;
 	if (type == SAN_T_CREDIT_UPDATE)
 		c->updates_tx++;
 	else if (type == SAN_T_DATA)
@@ -667,6 +670,7 @@ static int on_wc(struct san_verbs_conn *c, const struct ibv_wc *wc, san_verbs_ms
 	if (wc->opcode == IBV_WC_SEND) {
 		if (san_vpool_send_put(&c->pool, wc->wr_id) < 0)
 			return broken(c, -EPROTO, "send completion for a slot not in flight");
+		c->sends_done++;
 		return 0;
 	}
 	return 0;
@@ -822,6 +826,12 @@ int san_verbs_fd(const struct san_verbs_conn *c)
 int san_verbs_cm_fd(const struct san_verbs_conn *c)
 {
 	return c && c->ech ? c->ech->fd : -EBADF;
+}
+
+void san_verbs_send_counts(const struct san_verbs_conn *c, uint64_t *posted, uint64_t *done)
+{
+	*posted = c ? c->sends_posted : 0;
+	*done = c ? c->sends_done : 0;
 }
 
 void san_verbs_get_info(const struct san_verbs_conn *c, struct san_verbs_info *info)

@@ -261,6 +261,13 @@ int san_verbs_write(struct san_verbs_conn *c, const struct san_verbs_region *loc
  */
 void san_verbs_kill(struct san_verbs_conn *c);
 
+/*
+ * SENDs posted so far and SENDs completed with success. A send queue completes in order, so
+ * the message posted as the k-th is acknowledged by the peer's HCA (on RC: received, in its
+ * receive slot) once done >= k: what a provider waits for before it says "delivered".
+ */
+void san_verbs_send_counts(const struct san_verbs_conn *c, uint64_t *posted, uint64_t *done);
+
 /* Counters and parameters, for tools and tests. */
 struct san_verbs_info {
 	uint32_t max_inline;   /* the QP's max_inline_data */

@@ -6,7 +6,9 @@
 N connections in turn between a parent (accepting) and a forked child (connecting). SIDE says who
 waits for the first bytes: "server" (the client sends a request first, the server's accepted
 socket is nonblocking and waits for it), "client" (the server sends a greeting first, the
-client's socket is nonblocking and waits for it). WAIT: select, poll or epoll. Whenever the wait
+client's socket is nonblocking and waits for it). WAIT: select, poll, epoll, or mix (connection i
+waits with select, poll and epoll in turn). The pair meets on 127.0.0.1, or on $E2E_ADDR
+(tests/rxe: the RDMA device's address). Whenever the wait
 says readable, the receive must return data (EOF or an error would be wrong here too): a
 receive that says EAGAIN is counted. Prints "# pid P" for the parent and the child, then
 "readable-then-EAGAIN K of N" for the waiting side. Exit 1 on a wrong byte.
@@ -15,6 +17,10 @@ import os
 import select
 import socket
 import sys
+
+
+ADDR = os.environ.get("E2E_ADDR") or "127.0.0.1"
+WAITS = ("select", "poll", "epoll")
 
 
 def wait_readable(s, how):
@@ -50,7 +56,7 @@ def get(s, how, want):
 def main():
     n, side, how = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     lst = socket.socket()
-    lst.bind(("127.0.0.1", 0))
+    lst.bind((ADDR, 0))
     lst.listen(64)
     port = lst.getsockname()[1]
     print("# pid %d" % os.getpid(), flush=True)
@@ -58,15 +64,15 @@ def main():
     if pid == 0:
         print("# pid %d" % os.getpid(), flush=True)
         lies = 0
-        for _ in range(n):
-            c = socket.create_connection(("127.0.0.1", port))
+        for i in range(n):
+            c = socket.create_connection((ADDR, port))
             if side == "server":
                 c.sendall(b"request")
                 if c.recv(10) != b"ok":
                     os._exit(1)
             else:
                 c.setblocking(False)
-                lies += get(c, how, b"greeting")
+                lies += get(c, WAITS[i % 3] if how == "mix" else how, b"greeting")
                 c.setblocking(True)
                 c.sendall(b"ok")
             c.close()
@@ -74,11 +80,11 @@ def main():
             print("readable-then-EAGAIN %d of %d" % (lies, n), flush=True)
         os._exit(0)
     lies = 0
-    for _ in range(n):
+    for i in range(n):
         s, _ = lst.accept()
         if side == "server":
             s.setblocking(False)
-            lies += get(s, how, b"request")
+            lies += get(s, WAITS[i % 3] if how == "mix" else how, b"request")
             s.setblocking(True)
             s.sendall(b"ok")
         else:
