@@ -3,7 +3,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
-#include "core/san_sys.h"
 #include "preload/san_preload.h"
 
 SAN_EXPORT int socket(int domain, int type, int protocol)
@@ -35,57 +34,20 @@ SAN_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	return SAN_REAL(bind)(fd, addr, len);
 }
 
-/*
- * A TCP socket of ours, not listening yet, bound to a port of its own: its port is known
- * before the kernel's listen() makes it reachable.
- */
-static bool listen_port_known(int fd)
-{
-	struct san_fd *f = san_fd_get(fd);
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	int e = errno;
-	bool known;
-
-	if (!f || san_fd_state(f) != SAN_FD_TCP || san_fd_guarded())
-		return false;
-	known = SAN_SYS(SYS_getsockname, (long)fd, &ss, &len) == 0 &&
-		((ss.ss_family == AF_INET && ((struct sockaddr_in *)&ss)->sin_port) ||
-		 (ss.ss_family == AF_INET6 && ((struct sockaddr_in6 *)&ss)->sin6_port));
-	errno = e;
-	return known;
-}
-
 SAN_EXPORT int listen(int fd, int backlog)
 {
-	bool early;
 	int ret;
 
 	if (unlikely(san_switched(fd)))
 		return san_ret(-EINVAL);
-	/*
-	 * Our listeners (shm's side channel, verbs' rdma_cm listener) before the kernel's: a
-	 * client that connects the moment the port listens (a load generator, a test that waits
-	 * for the port) would otherwise propose to nobody and stay on TCP, no_peer. Loading libev
-	 * and rdma-core takes tens of milliseconds under emulation. A port the kernel picks at
-	 * listen() is known only after it.
-	 */
-	early = listen_port_known(fd);
-	if (early)
-		san_sock_on_listen(fd);
 	ret = SAN_REAL(listen)(fd, backlog);
 	if (ret == 0 && !san_fd_guarded()) {
 		struct san_fd *f = san_fd_get(fd);
 		bool was = f && san_fd_state(f) == SAN_FD_LISTENER;
 
 		san_track_listen(fd);
-		if (!was && !early && (f = san_fd_get(fd)) && san_fd_state(f) == SAN_FD_LISTENER)
+		if (!was && (f = san_fd_get(fd)) && san_fd_state(f) == SAN_FD_LISTENER)
 			san_sock_on_listen(fd);
-	} else if (ret != 0 && early) {
-		int e = errno;
-
-		san_prov_unlisten(fd); /* (the listen failed: nobody may find ours) */
-		errno = e;
 	}
 	return ret;
 }
