@@ -1133,7 +1133,7 @@ int san_verbs_connect(const char *addr, uint16_t port, const struct san_verbs_pa
 		 * A refusal is the peer's answer (no listener there, or ours says why); anything
 		 * else is the fabric's or the peer's failure, which a user would want told
 		 */
-		if (ev->event == RDMA_CM_EVENT_REJECTED)
+		if (ev->event == RDMA_CM_EVENT_REJECTED || rc == -ETIMEDOUT) /* (the caller says it) */
 			san_debug("verbs: connect: %s (status %d)",
 				  san_rdma.rdma_event_str(ev->event), ev->status);
 		else
