@@ -173,6 +173,7 @@ struct vconn {
 	bool mark_wait;	     /* TCP's send buffer had no room for it: the timer writes the rest */
 	uint64_t mark_at, mark_sends;
 	bool peer_stream;    /* a frame of the peer's stream is in rxr: DATA, DISCONNECT, ABORT */
+	bool peer_marks_late; /* its MARK follows its delivered bytes (SAN_CAP_MARK_DELIVERED) */
 	uint32_t nheld, hhead;
 	struct v_held held[V_NRECV];
 	struct vconn *run_prev, *run_next; /* on the spinners' list while running */
@@ -1574,7 +1575,11 @@ static void v_mark_read(struct san_sock *s)
 	struct timespec until;
 	long nap = 20000;
 
-	if (!v || !v->c)
+	/*
+	 * A peer of an older build writes its MARK at its commit, before its bytes: waiting for
+	 * them here would hold the lock (and the engine) up to V_MARK_READ_MS for nothing sure
+	 */
+	if (!v || !v->c || !v->peer_marks_late)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_nsec += V_MARK_READ_MS * 1000000L;
@@ -2132,7 +2137,7 @@ static int v_propose(struct san_sock *s)
 	s->nonce_mine = san_up_nonce();
 	pp.magic = htobe32(V_PROPOSE_MAGIC);
 	pp.ver_min = pp.ver_max = SAN_PROTO_VERSION;
-	pp.caps = htobe16(V_CAPS | SAN_CAP_RCV_WINDOW);
+	pp.caps = htobe16(V_CAPS | SAN_CAP_RCV_WINDOW | SAN_CAP_MARK_DELIVERED);
 	pp.nonce = htobe64(s->nonce_mine);
 	memcpy(pp.src, s->tuple.local.addr, 16);
 	memcpy(pp.dst, s->tuple.peer.addr, 16);
@@ -2195,6 +2200,7 @@ static int v_propose(struct san_sock *s)
 	s->nonce_peer = be64toh(acc.nonce);
 	s->peer_caps = be32toh(acc.caps) & V_CAPS; /* what its HELLO may offer */
 	v->win_cap = be32toh(acc.caps) & SAN_CAP_RCV_WINDOW;
+	v->peer_marks_late = be32toh(acc.caps) & SAN_CAP_MARK_DELIVERED;
 	/*
 	 * ---- commit: SWITCH (X_A = 0), HELLO; B's SWITCH says X_B; the MARK follows our first
 	 * stream bytes or our end, once they are delivered (mark_try) ----
@@ -2370,7 +2376,8 @@ static void b_accept(struct v_listener *vl, struct san_verbs_request *rq,
 		s->nonce_peer = be64toh(pp->nonce);
 		s->peer_caps = be16toh(pp->caps) & V_CAPS;
 		v->win_cap = be16toh(pp->caps) & SAN_CAP_RCV_WINDOW;
-		acc.caps = htobe32(V_CAPS | SAN_CAP_RCV_WINDOW);
+		v->peer_marks_late = be16toh(pp->caps) & SAN_CAP_MARK_DELIVERED;
+		acc.caps = htobe32(V_CAPS | SAN_CAP_RCV_WINDOW | SAN_CAP_MARK_DELIVERED);
 		acc.nonce = htobe64(s->nonce_mine);
 		acc.area_mib = (uint8_t)(v->bulk / V_MIB);
 		san_debug("fd %d: verbs: bulk area %zu MiB each way (%u proposed)", s->fd,

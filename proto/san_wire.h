@@ -52,8 +52,13 @@ enum san_type {
 				      * whose trailer hash is 0 as sealed without a hash: its
 				      * peer may skip XXH64 (the producer index orders shm's
 				      * bytes: docs/protocol.md §6) */
+#define SAN_CAP_MARK_DELIVERED 0x00000040u /* verbs setup: the advertiser writes its MARK only
+					    * once its first stream bytes (or its end) are on
+					    * the peer's card, so a reader past it may wait for
+					    * them (docs/protocol.md §9.2 rule 3) */
 #define SAN_CAP_KNOWN (SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ | \
-		       SAN_CAP_RETRIES | SAN_CAP_RCV_WINDOW | SAN_CAP_UNHASHED)
+		       SAN_CAP_RETRIES | SAN_CAP_RCV_WINDOW | SAN_CAP_UNHASHED | \
+		       SAN_CAP_MARK_DELIVERED)
 
 /* Per-type flag bits (header byte 2). Any bit not listed for a type is reserved. */
 #define SAN_DATA_F_FIRST 0x01	  /* first chunk of a transfer: body carries total length */
