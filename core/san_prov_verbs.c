@@ -1521,11 +1521,16 @@ static void v_bulk_setup(struct vconn *v)
 	san_verbs_set_rdma_cb(v->c, v_rdma_done, v);
 }
 
-/* A wait's deadline: secs from now (CLOCK_MONOTONIC). */
-static void v_deadline(struct timespec *until, int secs)
+/* A wait's deadline: ms from now (CLOCK_MONOTONIC). */
+static void v_deadline(struct timespec *until, long ms)
 {
 	clock_gettime(CLOCK_MONOTONIC, until);
-	until->tv_sec += secs;
+	until->tv_sec += ms / 1000;
+	until->tv_nsec += (ms % 1000) * 1000000L;
+	if (until->tv_nsec >= 1000000000L) {
+		until->tv_sec++;
+		until->tv_nsec -= 1000000000L;
+	}
 }
 
 /* Sleep *nap_ns and double it (up to 1 ms) for next time; false, without sleeping, once until
@@ -1581,12 +1586,7 @@ static void v_mark_read(struct san_sock *s)
 	 */
 	if (!v || !v->c || !v->peer_marks_late)
 		return;
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_nsec += V_MARK_READ_MS * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	v_deadline(&until, V_MARK_READ_MS);
 	while (!v->peer_stream && !v->gone && !s->err && v_poll_here(v) >= 0 && !v->peer_stream &&
 	       v_nap(&until, &nap))
 		;
@@ -1629,7 +1629,7 @@ static void v_read_abandon(struct vconn *v, uint64_t cookie)
 	long nap = 20000;
 
 	san_verbs_kill(v->c);
-	v_deadline(&until, V_KILL_WAIT_S);
+	v_deadline(&until, V_KILL_WAIT_S * 1000L);
 	for (;;) {
 		(void)v_poll_here(v); /* (-ECONNRESET from now on; it still drains the CQ) */
 		if (v->rd_done >= cookie)
@@ -1672,7 +1672,7 @@ static int v_read_sync(struct vconn *v, const struct san_verbs_region *local, si
 	uint64_t cookie;
 	int r;
 
-	v_deadline(&until, V_READ_MAX_S);
+	v_deadline(&until, V_READ_MAX_S * 1000L);
 	for (;;) {
 		/* (the cookie is taken at the post: waiting may post READs ahead meanwhile) */
 		r = san_verbs_read(v->c, local, loff, s->peer_bulk_addr + off, s->peer_bulk_key,
@@ -1726,7 +1726,7 @@ static int v_ahead_wait(struct vconn *v, uint64_t off, uint64_t end)
 		}
 		ahead_post(v); /* one fewer out: the next may go (entries stay where they are) */
 	}
-	v_deadline(&until, V_READ_MAX_S);
+	v_deadline(&until, V_READ_MAX_S * 1000L);
 	if (v_read_wait(v, v->ahead[i].cookie, &until, &nap) < 0)
 		return -ECONNRESET;
 	if (!v->ahead[i].used) {
