@@ -5,8 +5,9 @@
  *   sansig CASE [--accept]     run one case, print "# pid P" and one result line
  *   sansig list                the case names, one a line
  *
- * The process forks: the child is the peer. The child listens on 127.0.0.1 port 0 and the parent
- * connects to it (--accept: the parent listens and accepts, the child connects; a listener is
+ * The process forks: the child is the peer. The child listens on 127.0.0.1 (or SANSIG_ADDR)
+ * port 0 and the parent connects to it (--accept: the parent listens and accepts, the child
+ * connects; a listener is
  * always the accepting process's own: under the preload, a connection accepted by a process other
  * than the listener's creator stays TCP) and one byte goes each way (the parent's first), so that
  * under the preload the connection has switched before the case starts (the parent's stats line,
@@ -291,14 +292,20 @@ static const char *ename(int e)
 	}
 }
 
+/* 127.0.0.1, or SANSIG_ADDR (an IPv4 address of this host: tests/rxe runs the cases over verbs) */
 static struct sockaddr_in loop_addr(int port)
 {
+	const char *env = getenv("SANSIG_ADDR");
 	struct sockaddr_in a;
 
 	memset(&a, 0, sizeof(a));
 	a.sin_family = AF_INET;
 	a.sin_port = htons((unsigned short)port);
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (env && *env && inet_pton(AF_INET, env, &a.sin_addr) != 1) {
+		fprintf(stderr, "sansig: SANSIG_ADDR=%s is not an IPv4 address\n", env);
+		exit(2);
+	}
 	return a;
 }
 
