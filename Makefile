@@ -126,7 +126,7 @@ $(B)/%: tests/tools/%.c
 # The verbs transport test tool: the transport, rdma-core's loader, its pure helpers, logging.
 SANVERBS_OBJ := $(call obj,core/san_verbs.c core/san_rdma_syms.c core/san_vpool.c core/san_log.c \
                 core/san_logfile.c core/san_ratelimit.c \
-                core/san_fdtable.c core/san_linkrate.c \
+                core/san_fdtable.c core/san_linkrate.c core/san_sig.c \
                 proto/san_credit.c)
 $(B)/sanverbs: tests/tools/sanverbs.c $(SANVERBS_OBJ)
 	@mkdir -p $(B)

@@ -29,6 +29,7 @@
 #include "core/san_owner.h"
 #include "core/san_prov.h"
 #include "core/san_regcache.h"
+#include "core/san_sig.h"
 #include "core/san_sock.h"
 #include "core/san_stage.h"
 #include "core/san_stats.h"
@@ -2089,7 +2090,11 @@ static int a_wait_credit(struct vconn *v, int ms)
 			continue;
 		if (san_verbs_arm(v->c) > 0)
 			continue;
-		if (waited >= ms || san_sys_poll(&p, 1, 1) < 0)
+		if (waited >= ms)
+			return -ETIMEDOUT;
+		if ((r = san_sys_poll(&p, 1, 1)) == -EINTR)
+			san_sig_note_eintr(); /* (the application's call: san_sig.h) */
+		else if (r < 0)
 			return -ETIMEDOUT;
 		(void)san_verbs_ack(v->c);
 	}

@@ -1,6 +1,7 @@
 /* core — how a blocking call the library sleeps in answers a signal (san_sig.h). */
 #include "core/san_sig.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/syscall.h>
@@ -15,6 +16,9 @@ struct k_sigaction {
 	void *restorer;
 	unsigned long mask;
 };
+
+/* A handler ran during this thread's upgrade (san_sig_take_noted). */
+static __thread bool noted;
 
 bool san_sig_restarts(bool has_timeout)
 {
@@ -34,4 +38,24 @@ bool san_sig_restarts(bool has_timeout)
 			return false;
 	}
 	return true;
+}
+
+void san_sig_note_eintr(void)
+{
+	noted = true;
+}
+
+void san_sig_forget(void)
+{
+	noted = false;
+}
+
+int san_sig_take_noted(bool has_timeout)
+{
+	bool n = noted;
+
+	noted = false;
+	if (!n)
+		return 0;
+	return san_sig_restarts(has_timeout) ? 1 : -EINTR;
 }

@@ -19,4 +19,28 @@
  */
 bool san_sig_restarts(bool has_timeout);
 
+/*
+ * A's upgrade runs inside the application's first data call (a blocking receive, say) and may
+ * sleep there: for its peer's answer on the side channel (shm), for rdma_cm, the QP and B's
+ * SWITCH (verbs: hundreds of ms under emulation). The kernel's call would have been asleep
+ * waiting for data all that time, and a signal handler would have ended it. So a handler that
+ * runs during the upgrade is noted, per thread, and the call's first sleep after it (or the
+ * call itself, when it falls back to the kernel's) ends as that sleep would have.
+ *
+ * A sleep of the upgrade that a handler cut short (poll: EINTR) calls san_sig_note_eintr and
+ * sleeps on: the upgrade cannot stop half-way, but the handler runs at once, as the kernel's
+ * would. Not seen: a handler that ran while the upgrade waited on a condition (verbs: B's
+ * SWITCH, one round trip after the commit), which no signal interrupts.
+ */
+void san_sig_note_eintr(void);
+
+/* Forget what was noted: an upgrade begins. */
+void san_sig_forget(void);
+
+/*
+ * Take what was noted since the upgrade began (only a call that ran one asks): 0, no handler
+ * ran; 1, the call sleeps again (restart, san_sig_restarts); -EINTR, it ends as interrupted.
+ */
+int san_sig_take_noted(bool has_timeout);
+
 #endif /* SAN_SIG_H */

@@ -1658,8 +1658,11 @@ static bool a_may_propose(struct san_sock *s)
 
 static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p);
 
-/* A's upgrade runs in a data call once due; B's window may have closed. Lock held. */
-static void sock_before_io(struct san_sock *s, bool send)
+/*
+ * A's upgrade runs in a data call once due; B's window may have closed. Lock held. True when
+ * the upgrade ran in this call (a signal handler may have run meanwhile: san_sig.h).
+ */
+static bool sock_before_io(struct san_sock *s, bool send)
 {
 	sock_touch(s);
 	if (s->role == SAN_UP_ROLE_A && !s->attempted) {
@@ -1669,21 +1672,22 @@ static void sock_before_io(struct san_sock *s, bool send)
 			bool local;
 
 			if (a_peer_local(s, &local) == -ENOTCONN)
-				return; /* a nonblocking connect still in progress */
+				return false; /* a nonblocking connect still in progress */
 			s->policy_set = true;
 			s->late = local;
 		}
 		if (s->late && now_ns() > s->deadline_ns) {
 			san_sock_drop(s, SAN_FB_NOT_ATTEMPTED); /* B's window is closing */
-			return;
+			return false;
 		}
 		if (s->late && !a_due(s, send))
-			return;
+			return false;
 		if (s->late && s->in_kernel) {
 			s->due_waits = true;
-			return;
+			return false;
 		}
 		a_propose_now(s, p);
+		return true;
 	}
 	else if (s->role == SAN_UP_ROLE_B && !s->attempted && s->rx == SK_RX_TCP &&
 		 s->tx == SK_TX_TCP) {
@@ -1696,6 +1700,7 @@ static void sock_before_io(struct san_sock *s, bool send)
 			san_prov_name_conn(s); /* (verbs: a listener of this process's own) */
 		}
 	}
+	return false;
 }
 
 /*
@@ -1759,6 +1764,7 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
 	 * verbs proposes before the first byte and would refuse it as STATE.
 	 */
 	san_stats_conn_set(s->proc->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
+	san_sig_forget();
 	for (; p && !(s->late && p != &san_prov_shm); p = san_prov_for_a(p)) {
 		s->prov = p;
 		if (p->propose(s) != SAN_PROV_NO_PEER)
@@ -1831,7 +1837,7 @@ void san_sock_call_moved(bool moved)
 {
 	call_moved = moved;
 }
-static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
+static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms, bool after_upgrade)
 {
 	/*
 	 * The TCP socket says when the peer's process is gone: the anchor, once swapped, reads
@@ -1841,7 +1847,11 @@ static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms)
 	bool peer = s->committed && s->tcp >= 0 && s->tcp != fd;
 	struct pollfd p[2] = { { fd, ev, 0 },
 			       { peer ? s->tcp : -1, s->swapped ? POLLIN : POLLRDHUP, 0 } };
-	int r = san_sys_poll(p, peer ? 2 : 1, timeout_ms);
+	int r;
+
+	if (after_upgrade && (r = san_sig_take_noted(timeout_ms >= 0)) != 0)
+		return r < 0 ? r : WAIT_RESTART; /* a handler ran while the upgrade slept */
+	r = san_sys_poll(p, peer ? 2 : 1, timeout_ms);
 
 	if (r > 0 && p[1].revents) {
 		san_sock_lock(s);
@@ -2053,7 +2063,8 @@ static ssize_t src_wait(struct san_sock *s, const struct iovec *iov, int iovcnt,
 		if (r != -EINPROGRESS)
 			return r;
 		pthread_mutex_unlock(&s->lock);
-		(void)wait_fd(s, x, POLLOUT, late ? 1 : (int)((until - now + 999999) / 1000000));
+		(void)wait_fd(s, x, POLLOUT, late ? 1 : (int)((until - now + 999999) / 1000000),
+			      false);
 		san_sock_lock(s);
 	}
 }
@@ -2086,7 +2097,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 {
 	struct san_sock *s;
 	size_t total = 0, done = 0;
-	bool nb, src_tried = false;
+	bool nb, src_tried = false, upgraded = false;
 	int timeo = -2, w;
 	uint64_t tend = 0;
 	ssize_t r = sock_io_begin(fd, m, &s, &total);
@@ -2101,7 +2112,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		short waitev;
 
 		san_sock_lock(s);
-		sock_before_io(s, true);
+		upgraded |= sock_before_io(s, true);
 		san_sock_flush_fin(s);
 		if (s->dropped) {
 			/* the upgrade left it on TCP: pass through from now on */
@@ -2144,8 +2155,10 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 				sock_tcp_moved(s, true, (uint64_t)r);
 				a_sent(s);
 			}
-			if (r == -EAGAIN && sock_send_would_wait(s))
+			if (r == -EAGAIN && sock_send_would_wait(s)) {
 				need_wait = -1; /* proposed: look again (on the SAN now, perhaps) */
+				upgraded = true;
+			}
 			waitfd = s->tcp;
 			waitev = POLLOUT;
 		} else {
@@ -2227,7 +2240,9 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			break;
 		if (need_wait == -1)
 			continue;
-		w = wait_fd(s, waitfd, waitev, sock_timeo_left(s, SO_SNDTIMEO, &timeo, &tend));
+		w = wait_fd(s, waitfd, waitev, sock_timeo_left(s, SO_SNDTIMEO, &timeo, &tend),
+			    upgraded);
+		upgraded = false;
 		if (w == WAIT_RESTART && (done || call_moved))
 			w = -EINTR; /* (done: the call returns the count) */
 		if (w <= 0) {
@@ -2293,7 +2308,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 {
 	struct san_sock *s;
 	size_t total = 0, done = 0;
-	bool nb, waitall;
+	bool nb, waitall, upgraded = false;
 	int timeo = -2, paused_waits = 0, w, oflags;
 	uint64_t tend = 0;
 	ssize_t r = sock_io_begin(fd, m, &s, &total);
@@ -2313,10 +2328,18 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		bool pause_wait = false, claimed = false, at_mark = false;
 
 		san_sock_lock(s);
-		sock_before_io(s, false);
+		upgraded |= sock_before_io(s, false);
 		san_sock_flush_fin(s);
 		if (s->dropped) {
 			pthread_mutex_unlock(&s->lock);
+			if (upgraded && !done && !nb &&
+			    san_sig_take_noted(sock_timeo_left(s, SO_RCVTIMEO, &timeo, &tend) >= 0) < 0) {
+				/* left on TCP, and a handler ran while the upgrade slept: as if in
+				 * the kernel's receive, which returns what is there, or EINTR */
+				san_sock_put(s);
+				r = san_sys_recvmsg(fd, m, oflags | MSG_DONTWAIT);
+				return r == -EAGAIN ? -EINTR : r;
+			}
 			san_sock_put(s);
 			if (done && waitall && done < total)
 				done += recv_rest(fd, m, done, total, flags | MSG_WAITALL);
@@ -2495,7 +2518,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		if (nb)
 			break;
 		w = wait_fd(s, waitfd, POLLIN,
-			    claimed ? -1 : sock_timeo_left(s, SO_RCVTIMEO, &timeo, &tend));
+			    claimed ? -1 : sock_timeo_left(s, SO_RCVTIMEO, &timeo, &tend), upgraded);
+		upgraded = false;
 		if (w == WAIT_RESTART && done)
 			w = -EINTR; /* a MSG_WAITALL receive with bytes: the count */
 		if (w <= 0) {

@@ -14,6 +14,7 @@
 #include "core/san_fdtable.h"
 #include "core/san_log.h"
 #include "core/san_sidechan.h"
+#include "core/san_sig.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
 #include "core/san_stats_conn.h"
@@ -200,7 +201,9 @@ static int side_wait(int fd, struct san_side_rx *rx, bool want_fd, int timeout_m
 
 		if (r == 0)
 			return -ETIMEDOUT;
-		if (r < 0 && r != -EINTR)
+		if (r == -EINTR)
+			san_sig_note_eintr(); /* the application's call would have ended: san_sig.h */
+		else if (r < 0)
 			return r;
 		r = san_sidechan_recv(fd, rx, want_fd);
 		if (r != -EAGAIN)
@@ -267,8 +270,10 @@ static int mark_write(struct san_sock *s, int tcp, int wait_ms)
 		}
 		if (r != -EAGAIN && r != -EINTR)
 			return (int)r;
-		if (!wait_ms || san_sys_poll(&p, 1, wait_ms) == 0)
+		if (!wait_ms || (r = san_sys_poll(&p, 1, wait_ms)) == 0)
 			return -EAGAIN;
+		if (r == -EINTR)
+			san_sig_note_eintr();
 	}
 	tcp_push(tcp);
 	return 0;

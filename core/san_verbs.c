@@ -20,6 +20,7 @@
 #include "core/san_linkrate.h"
 #include "core/san_log.h"
 #include "core/san_rdma_syms.h"
+#include "core/san_sig.h"
 #include "core/san_verbs.h"
 #include "core/san_vpool.h"
 #include "proto/san_credit.h"
@@ -206,7 +207,9 @@ static int cm_next(struct rdma_event_channel *ech, int64_t deadline, struct rdma
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			return neg_errno(EIO);
 		n = poll(&pfd, 1, left_ms(deadline));
-		if (n < 0 && errno != EINTR)
+		if (n < 0 && errno == EINTR)
+			san_sig_note_eintr(); /* a handler ran: the application's call learns it */
+		else if (n < 0)
 			return neg_errno(EIO);
 		if (n == 0)
 			return -ETIMEDOUT;

@@ -41,7 +41,8 @@
 	X(stats_conn)       \
 	X(epoll_early)      \
 	X(epshadow)         \
-	X(engine)
+	X(engine)           \
+	X(sig)
 
 #define SAN_UNIT_DECLARE(name) Suite *make_##name##_suite(void);
 SAN_UNIT_SUITES(SAN_UNIT_DECLARE)
