@@ -1744,6 +1744,7 @@ static bool a_due_at_shutdown(struct san_sock *s)
  */
 static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
 {
+	san_sig_forget(); /* the caller takes what this upgrade notes, and only that (san_sig.h) */
 	if (!p) {
 		san_sock_drop(s, SAN_FB_NO_PROVIDER);
 		return;
@@ -1764,7 +1765,6 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
 	 * verbs proposes before the first byte and would refuse it as STATE.
 	 */
 	san_stats_conn_set(s->proc->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
-	san_sig_forget();
 	for (; p && !(s->late && p != &san_prov_shm); p = san_prov_for_a(p)) {
 		s->prov = p;
 		if (p->propose(s) != SAN_PROV_NO_PEER)
@@ -2075,6 +2075,25 @@ static ssize_t src_wait(struct san_sock *s, const struct iovec *iov, int iovcnt,
  * taken, and so does this, through the kernel. Returns the bytes sent in all (a signal or an
  * error ends it with what went, as the kernel's send returns its count).
  */
+/*
+ * The call's upgrade left the connection on TCP, and a handler ran while it slept (san_sig.h):
+ * the kernel's call, asleep all that time, would have ended. What TCP takes (or holds) now,
+ * without waiting, or EINTR if nothing; SAN_PASS when no handler ran or it asks for restart
+ * (the kernel's own call sleeps on). A reference on s is held.
+ */
+static ssize_t dropped_after_upgrade(struct san_sock *s, int fd, struct msghdr *m, int flags,
+				     bool send, int *timeo, uint64_t *tend)
+{
+	long r;
+
+	if (san_sig_take_noted(sock_timeo_left(s, send ? SO_SNDTIMEO : SO_RCVTIMEO, timeo, tend) >=
+			       0) >= 0)
+		return SAN_PASS;
+	r = send ? san_sys_sendmsg(fd, m, flags | MSG_DONTWAIT) :
+		   san_sys_recvmsg(fd, m, flags | MSG_DONTWAIT);
+	return r == -EAGAIN ? -EINTR : r;
+}
+
 static size_t send_rest(int fd, const struct msghdr *m, size_t done, size_t total, int flags)
 {
 	while (done < total) {
@@ -2117,6 +2136,16 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		if (s->dropped) {
 			/* the upgrade left it on TCP: pass through from now on */
 			pthread_mutex_unlock(&s->lock);
+			if (upgraded && !nb) {
+				/* (bytes moved: the kernel returns their count at any signal) */
+				r = done ? (san_sig_take_noted(false) != 0 ? -EINTR : SAN_PASS)
+					 : dropped_after_upgrade(s, fd, (struct msghdr *)m, flags,
+								 true, &timeo, &tend);
+				if (r != SAN_PASS) {
+					san_sock_put(s);
+					return done ? (ssize_t)done : r;
+				}
+			}
 			san_sock_put(s);
 			if (done && !nb && done < total)
 				done = send_rest(fd, m, done, total, flags);
@@ -2333,12 +2362,10 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		if (s->dropped) {
 			pthread_mutex_unlock(&s->lock);
 			if (upgraded && !done && !nb &&
-			    san_sig_take_noted(sock_timeo_left(s, SO_RCVTIMEO, &timeo, &tend) >= 0) < 0) {
-				/* left on TCP, and a handler ran while the upgrade slept: as if in
-				 * the kernel's receive, which returns what is there, or EINTR */
+			    (r = dropped_after_upgrade(s, fd, m, oflags, false, &timeo, &tend)) !=
+				    SAN_PASS) {
 				san_sock_put(s);
-				r = san_sys_recvmsg(fd, m, oflags | MSG_DONTWAIT);
-				return r == -EAGAIN ? -EINTR : r;
+				return r;
 			}
 			san_sock_put(s);
 			if (done && waitall && done < total)

@@ -192,12 +192,18 @@ int san_up_fallback(struct san_sock *s, unsigned int reason)
 	return 0;
 }
 
-/* Wait for one side-channel message; -ETIMEDOUT, or san_sidechan_recv()'s result. */
+/*
+ * Wait for one side-channel message, timeout_ms in all (signals do not start it again);
+ * -ETIMEDOUT, or san_sidechan_recv()'s result.
+ */
 static int side_wait(int fd, struct san_side_rx *rx, bool want_fd, int timeout_ms)
 {
+	uint64_t end = san_sock_now_ns() + (uint64_t)timeout_ms * 1000000u;
+
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		int r = san_sys_poll(&p, 1, timeout_ms);
+		uint64_t now = san_sock_now_ns();
+		int r = san_sys_poll(&p, 1, now >= end ? 0 : (int)((end - now + 999999) / 1000000));
 
 		if (r == 0)
 			return -ETIMEDOUT;
@@ -270,10 +276,8 @@ static int mark_write(struct san_sock *s, int tcp, int wait_ms)
 		}
 		if (r != -EAGAIN && r != -EINTR)
 			return (int)r;
-		if (!wait_ms || (r = san_sys_poll(&p, 1, wait_ms)) == 0)
+		if (!wait_ms || san_sys_poll(&p, 1, wait_ms) == 0)
 			return -EAGAIN;
-		if (r == -EINTR)
-			san_sig_note_eintr();
 	}
 	tcp_push(tcp);
 	return 0;

@@ -33,10 +33,10 @@
 # for 16 MiB): DOC when the switched line is the kernel's with ~0.5s. Not covered: a
 # connect or accept that sleeps in the library itself (both wait in the kernel's call: covered as
 # such), and, over shm, A's first data call waiting for the upgrade's answer (the peer's engine
-# answers at once on loopback: that wait cannot be made to last). Over verbs
-# (tests/rxe/t_switch_verbs_signals.sh) that wait lasts (rdma_cm, the QP, B's SWITCH: about 1 s
+# answers at once on loopback; t_edge_signal_stale stops the peer to make that wait last). Over
+# verbs (tests/rxe/t_switch_verbs_signals.sh) it lasts (rdma_cm, the QP, B's SWITCH: about 1 s
 # under emulation): recv_first (A) is documented there as EINTR once the upgrade is done, the
-# handler run once a signal meanwhile (1 to 3 times, not once). SIG_CASES="send_block recv_block" limits
+# handler run once for each signal meanwhile (1 to 3 times, not once). SIG_CASES="send_block recv_block" limits
 # the cases. About 3 min on 2 cores; a table of every case closes the log.
 #
 # An older build (SANSWITCH_BUILD=...) without sansig uses this tree's build/sansig (the tool does

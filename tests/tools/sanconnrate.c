@@ -46,14 +46,6 @@
 
 #define SIZE_MAX_REQ 65536
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static int serve(int c)
 {
 	static char buf[SIZE_MAX_REQ];
@@ -132,7 +124,7 @@ static int client(int port, double secs, size_t size, int reqs, int naddr)
 	double *first = malloc(cap * sizeof(*first));
 	double *second = malloc(cap * sizeof(*second)), *third = malloc(cap * sizeof(*third));
 	static char req[SIZE_MAX_REQ + 4], back[SIZE_MAX_REQ];
-	double t0 = now_s(), end = t0 + secs, t;
+	double t0 = tool_now_s(), end = t0 + secs, t;
 	uint32_t len = htonl((uint32_t)size);
 	int one = 1;
 
@@ -141,7 +133,7 @@ static int client(int port, double secs, size_t size, int reqs, int naddr)
 	memcpy(req, &len, 4);
 	for (size_t i = 0; i < size; i++)
 		req[4 + i] = (char)('a' + i % 26);
-	while ((t = now_s()) < end) {
+	while ((t = tool_now_s()) < end) {
 		int c = socket(AF_INET, SOCK_STREAM, 0);
 
 		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK + (uint32_t)(naddr > 1 ? n % (size_t)naddr : 0));
@@ -165,7 +157,7 @@ static int client(int port, double secs, size_t size, int reqs, int naddr)
 		}
 		second[n] = third[n] = 0;
 		for (int k = 0; k < reqs; k++) {
-			double tk = now_s();
+			double tk = tool_now_s();
 
 			if (io_all(c, req, 4 + size, 0) < 0 || io_all(c, back, size, 1) < 0) {
 				perror("sanconnrate client: request");
@@ -177,16 +169,16 @@ static int client(int port, double secs, size_t size, int reqs, int naddr)
 					return 1;
 				}
 			if (k == 0)
-				first[n] = (now_s() - t) * 1e6;
+				first[n] = (tool_now_s() - t) * 1e6;
 			else if (k == 1)
-				second[n] = (now_s() - tk) * 1e6;
+				second[n] = (tool_now_s() - tk) * 1e6;
 			else if (k == 2)
-				third[n] = (now_s() - tk) * 1e6;
+				third[n] = (tool_now_s() - tk) * 1e6;
 		}
 		n++;
 		close(c);
 	}
-	t = now_s() - t0;
+	t = tool_now_s() - t0;
 	qsort(first, n, sizeof(*first), cmp_d);
 	qsort(second, n, sizeof(*second), cmp_d);
 	qsort(third, n, sizeof(*third), cmp_d);

@@ -30,14 +30,6 @@
 
 #include "tool_io.h"
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void die(const char *what)
 {
 	fprintf(stderr, "sanref: %s: %s\n", what, strerror(errno));
@@ -110,13 +102,13 @@ static int unix_pp(size_t size, double secs)
 
 	if (!lat)
 		die("malloc");
-	end = now_s() + secs;
+	end = tool_now_s() + secs;
 	for (;;) {
-		double t0 = now_s(), t1;
+		double t0 = tool_now_s(), t1;
 
 		if (io_all(fd, b, size, 0) || io_all(fd, b, size, 1))
 			die("ping-pong");
-		t1 = now_s();
+		t1 = tool_now_s();
 		if (n == cap) {
 			cap *= 2;
 			lat = realloc(lat, cap * sizeof(*lat));
@@ -143,7 +135,7 @@ static int unix_bw(size_t size, double secs)
 	pid_t child;
 	int fd = pair_with_child(&child, write_until_error, b, size);
 
-	t0 = now_s();
+	t0 = tool_now_s();
 	do {
 		ssize_t r = read(fd, b, size);
 
@@ -152,7 +144,7 @@ static int unix_bw(size_t size, double secs)
 		if (r <= 0)
 			die("read");
 		bytes += (unsigned long long)r;
-		t = now_s();
+		t = tool_now_s();
 	} while (t - t0 < secs);
 	close(fd); /* the writer's next write fails: it exits */
 	waitpid(child, NULL, 0);
@@ -164,14 +156,14 @@ static int copy_memcpy(size_t size, double secs)
 {
 	char *src = buffer(size), *dst = buffer(size);
 	unsigned long long bytes = 0;
-	double t0 = now_s(), t;
+	double t0 = tool_now_s(), t;
 
 	do {
 		memcpy(dst, src, size);
 		/* the copy's result is "used": the compiler may not drop or merge the calls */
 		__asm__ volatile("" : : "r"(dst) : "memory");
 		bytes += size;
-		t = now_s();
+		t = tool_now_s();
 	} while (t - t0 < secs);
 	printf("gbps=%.2f\n", (double)bytes * 8 / (t - t0) / 1e9);
 	return 0;
@@ -190,7 +182,7 @@ static int copy_vm_readv(size_t size, double secs)
 		for (;;)
 			pause();
 	}
-	t0 = now_s();
+	t0 = tool_now_s();
 	do {
 		struct iovec local = { .iov_base = dst, .iov_len = size };
 		struct iovec remote = { .iov_base = src, .iov_len = size };
@@ -201,7 +193,7 @@ static int copy_vm_readv(size_t size, double secs)
 			die("process_vm_readv");
 		}
 		bytes += size;
-		t = now_s();
+		t = tool_now_s();
 	} while (t - t0 < secs);
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);

@@ -1,6 +1,7 @@
 /*
- * tool_io.h — the whole-buffer send/receive of the stream tools (sanconnrate, sanidle, sanref):
- * a stream may move fewer bytes than asked in one call, and a signal may interrupt it.
+ * tool_io.h — what the stream tools share (sanconnrate, sanidle, sanref, sansigstale): the
+ * whole-buffer send/receive (a stream may move fewer bytes than asked in one call, and a signal
+ * may interrupt it), and the monotonic clock in seconds.
  */
 #ifndef SAN_TOOL_IO_H
 #define SAN_TOOL_IO_H
@@ -8,6 +9,15 @@
 #include <errno.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <time.h>
+
+static inline double tool_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 /* Receive (rd) or send all N bytes at B on FD; -1 at an error or end of stream. A send to a
  * closed peer fails with EPIPE instead of raising SIGPIPE. */

@@ -12,23 +12,30 @@ static void on_sig(int sig)
 	(void)sig;
 }
 
-/* Every installed handler gets SA_RESTART, or loses it (SIGUSR1 installed in any case); the
- * process's actions are saved in old[] and put back by restore(). */
-static void set_restart(bool restart, struct sigaction *old)
+/* The process's actions before set_restart, put back by restore(); saved[sig]: read. */
+static struct sigaction old[NSIG];
+static bool saved[NSIG];
+
+/* Every installed handler gets SA_RESTART, or loses it (SIGUSR1 installed in any case). */
+static void set_restart(bool restart)
 {
 	struct sigaction sa;
 
 	memset(&sa, 0, sizeof(sa));
+	memset(saved, 0, sizeof(saved));
 	sa.sa_handler = on_sig;
 	REQUIRE(sigaction(SIGUSR1, NULL, &old[SIGUSR1]) == 0);
+	saved[SIGUSR1] = true;
 	REQUIRE(sigaction(SIGUSR1, &sa, NULL) == 0);
 	for (int sig = 1; sig < NSIG; sig++) {
 		struct sigaction cur;
 
 		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &cur) != 0)
 			continue;
-		if (sig != SIGUSR1)
+		if (sig != SIGUSR1) {
 			old[sig] = cur;
+			saved[sig] = true;
+		}
 		if (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN)
 			continue;
 		if (restart)
@@ -39,11 +46,13 @@ static void set_restart(bool restart, struct sigaction *old)
 	}
 }
 
-static void restore(const struct sigaction *old)
+/* (a checked teardown: it runs after a failed test too, in no-fork mode as well) */
+static void restore(void)
 {
 	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
+		if (saved[sig])
 			(void)sigaction(sig, &old[sig], NULL);
+	memset(saved, 0, sizeof(saved));
 }
 
 START_TEST(test_nothing_noted)
@@ -56,22 +65,17 @@ END_TEST
 
 START_TEST(test_interrupt)
 {
-	struct sigaction old[NSIG];
-
-	set_restart(false, old);
+	set_restart(false);
 	san_sig_note_eintr();
 	REQUIRE_EQ(san_sig_take_noted(false), -EINTR);
 	/* taken: the call's next sleep is an ordinary one */
 	REQUIRE_EQ(san_sig_take_noted(false), 0);
-	restore(old);
 }
 END_TEST
 
 START_TEST(test_restart)
 {
-	struct sigaction old[NSIG];
-
-	set_restart(true, old);
+	set_restart(true);
 	REQUIRE(san_sig_restarts(false));
 	san_sig_note_eintr();
 	san_sig_note_eintr(); /* (twice is once) */
@@ -80,7 +84,6 @@ START_TEST(test_restart)
 	/* a socket timeout: the kernel restarts no call then */
 	san_sig_note_eintr();
 	REQUIRE_EQ(san_sig_take_noted(true), -EINTR);
-	restore(old);
 }
 END_TEST
 
@@ -99,6 +102,7 @@ Suite *make_sig_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_set_timeout(tc, SAN_UNIT_TIMEOUT);
+	tcase_add_checked_fixture(tc, NULL, restore);
 	tcase_add_test(tc, test_nothing_noted);
 	tcase_add_test(tc, test_interrupt);
 	tcase_add_test(tc, test_restart);
