@@ -3,8 +3,8 @@
 # the call that ran that upgrade (docs/engine.md §9 "Signals"), never a later call on another
 # connection. build/sansigstale (tests/tools/sansigstale.c): connection 1's nonblocking receive
 # proposes to a stopped peer and a SIGUSR1 handler runs meanwhile; then connection 2, left on TCP,
-# makes a blocking receive that only SIGALRM ends, 2 s later. Its line ("c2: -1 EINTR, ~2.0s,
-# handler 0x" over kernel TCP) must be the kernel's under the preload (SANSWITCH_SWITCH_AFTER=0,
+# makes a blocking receive that only SIGALRM ends, 2 s later. Its line ("c2: -1 EINTR, at the
+# alarm, handler 0x" over kernel TCP) must be the kernel's under the preload (SANSWITCH_SWITCH_AFTER=0,
 # so that connection 1 proposes in that receive), and the preloaded connection 1 must say its
 # handler ran in the call, or the case tested nothing. Found in review of 7350c1e, where the
 # note outlived its call and connection 2's receive failed EINTR at once. Three rounds.
