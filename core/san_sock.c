@@ -1660,9 +1660,11 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p);
 
 /*
  * A's upgrade runs in a data call once due; B's window may have closed. Lock held. True when
- * the upgrade ran in this call (a signal handler may have run meanwhile: san_sig.h).
+ * the upgrade ran in this call (a signal handler may have run meanwhile: san_sig.h); then
+ * *rx_empty, when asked, says whether TCP held no byte to receive as it began (the kernel's
+ * receive would have slept).
  */
-static bool sock_before_io(struct san_sock *s, bool send)
+static bool sock_before_io(struct san_sock *s, bool send, bool *rx_empty)
 {
 	sock_touch(s);
 	if (s->role == SAN_UP_ROLE_A && !s->attempted) {
@@ -1685,6 +1687,11 @@ static bool sock_before_io(struct san_sock *s, bool send)
 		if (s->late && s->in_kernel) {
 			s->due_waits = true;
 			return false;
+		}
+		if (rx_empty) {
+			char c;
+
+			*rx_empty = san_sys_recv(s->tcp, &c, 1, MSG_PEEK | MSG_DONTWAIT) == -EAGAIN;
 		}
 		a_propose_now(s, p);
 		return true;
@@ -2131,7 +2138,7 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		short waitev;
 
 		san_sock_lock(s);
-		upgraded |= sock_before_io(s, true);
+		upgraded |= sock_before_io(s, true, NULL);
 		san_sock_flush_fin(s);
 		if (s->dropped) {
 			/* the upgrade left it on TCP: pass through from now on */
@@ -2354,11 +2361,23 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		struct iovec sl[64];
 		struct iovec *v = sl;
 		int cnt = (int)m->msg_iovlen, waitfd = -1;
-		bool pause_wait = false, claimed = false, at_mark = false;
+		bool pause_wait = false, claimed = false, at_mark = false, rx_empty = false;
 
 		san_sock_lock(s);
-		upgraded |= sock_before_io(s, false);
+		if (sock_before_io(s, false, &rx_empty))
+			upgraded = true;
 		san_sock_flush_fin(s);
+		if (rx_empty && !done && !nb &&
+		    san_sig_take_noted(sock_timeo_left(s, SO_RCVTIMEO, &timeo, &tend) >= 0) < 0) {
+			/*
+			 * Nothing had come when the call began, and a handler ran while the
+			 * upgrade slept: the kernel's receive was asleep then, and ended. (Bytes
+			 * that came meanwhile are the next call's.)
+			 */
+			pthread_mutex_unlock(&s->lock);
+			san_sock_put(s);
+			return -EINTR;
+		}
 		if (s->dropped) {
 			pthread_mutex_unlock(&s->lock);
 			if (upgraded && !done && !nb &&
