@@ -666,7 +666,7 @@ static int send_switch(struct vconn *v, uint64_t offset)
 static void mark_write_now(struct vconn *v)
 {
 	struct san_sock *s = v->s;
-	int r = san_up_write_mark_fd(s, v->anchor, 0);
+	int r = san_up_write_mark(s, v->anchor);
 
 	if (r == -EAGAIN) {
 		/* behind bytes of ours on TCP the peer has not read yet: v_timer tries again */

@@ -2637,7 +2637,7 @@ void san_sock_mark_flush(struct san_sock *s)
 	}
 	if (s->tcp < 0)
 		return;
-	r = san_up_write_mark(s, 0);
+	r = san_up_write_mark(s, s->tcp);
 	if (r == -EAGAIN) {
 		/* behind bytes of ours on TCP the peer has not read yet: the engine finishes it */
 		san_up_watch_mark(s);

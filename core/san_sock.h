@@ -453,8 +453,12 @@ int san_fd_hide(int fd);
 int san_up_a_run(struct san_sock *s);
 uint64_t san_up_nonce(void);
 int san_up_pair(int *x, int *y);
-int san_up_write_mark(struct san_sock *s, int wait_ms);
-int san_up_write_mark_fd(struct san_sock *s, int tcp, int wait_ms);
+/*
+ * Write (the rest of) our MARK right after byte X on TCP through tcp (the application's
+ * number, or a provider's own dup of it), without waiting: 0, -EAGAIN (TCP's send buffer is
+ * full: the engine finishes it when room comes), or -errno.
+ */
+int san_up_write_mark(struct san_sock *s, int tcp);
 int san_up_fallback(struct san_sock *s, unsigned int reason);
 void san_up_b_fallback(struct san_sock *s, unsigned int reason);
 int san_up_listen(int lfd);

@@ -217,26 +217,12 @@ static int side_wait(int fd, struct san_side_rx *rx, bool want_fd, int timeout_m
 	}
 }
 
-static int mark_write(struct san_sock *s, int tcp, int wait_ms);
-
 static void side_abort(int fd, uint16_t reason)
 {
 	struct san_msg m = { .type = SAN_T_ABORT };
 
 	m.u.abort.reason = reason;
 	(void)san_sidechan_send(fd, &m, -1);
-}
-
-/* Write our MARK right after byte X on TCP; waits (the send buffer is empty for A). */
-int san_up_write_mark(struct san_sock *s, int wait_ms)
-{
-	return mark_write(s, s->tcp, wait_ms);
-}
-
-/* The same through another number of the TCP socket (a provider's own dup of it). */
-int san_up_write_mark_fd(struct san_sock *s, int tcp, int wait_ms)
-{
-	return mark_write(s, tcp, wait_ms);
 }
 
 /*
@@ -260,7 +246,8 @@ static void tcp_push(int tcp)
 	}
 }
 
-static int mark_write(struct san_sock *s, int tcp, int wait_ms)
+/* (san_sock.h) */
+int san_up_write_mark(struct san_sock *s, int tcp)
 {
 	uint8_t mark[SAN_MARK_LEN];
 
@@ -268,16 +255,13 @@ static int mark_write(struct san_sock *s, int tcp, int wait_ms)
 	while (s->mark_out < SAN_MARK_LEN) {
 		long r = san_sys_send(tcp, mark + s->mark_out, SAN_MARK_LEN - s->mark_out,
 				      MSG_DONTWAIT | MSG_NOSIGNAL);
-		struct pollfd p = { tcp, POLLOUT, 0 };
 
 		if (r > 0) {
 			s->mark_out += (unsigned int)r;
 			continue;
 		}
-		if (r != -EAGAIN && r != -EINTR)
-			return (int)r;
-		if (!wait_ms || san_sys_poll(&p, 1, wait_ms) == 0)
-			return -EAGAIN;
+		if (r != -EINTR)
+			return (int)r; /* -EAGAIN: full; or the error */
 	}
 	tcp_push(tcp);
 	return 0;
@@ -1239,7 +1223,7 @@ static void mark_writable(struct ev_loop *loop, ev_io *w, int revents)
 
 	san_sock_lock(s);
 	if (!s->err)
-		r = mark_write(s, w->fd, 0);
+		r = san_up_write_mark(s, w->fd);
 	if (r == -EAGAIN) {
 		pthread_mutex_unlock(&s->lock);
 		return;
