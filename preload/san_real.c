@@ -9,18 +9,50 @@
 
 struct san_real san_real;
 
+/*
+ * The names, as one block of characters and the table as offsets into it and into struct
+ * san_real: a table of pointers would cost the dynamic linker a relocation per name at every
+ * process start, and a pointer to each wrapper (to compare with what dlsym found) a symbol
+ * lookup per wrapper, 63 of them, in every process the library is preloaded into.
+ */
+static const struct san_real_names {
+#define SAN_REAL_NAME_FIELD(fn, ret, params, req) char fn[sizeof(#fn)];
+	SAN_REAL_FUNCS(SAN_REAL_NAME_FIELD)
+#undef SAN_REAL_NAME_FIELD
+} san_real_names = {
+#define SAN_REAL_NAME_INIT(fn, ret, params, req) .fn = #fn,
+	SAN_REAL_FUNCS(SAN_REAL_NAME_INIT)
+#undef SAN_REAL_NAME_INIT
+};
+
 struct san_real_sym {
-	const char *name;
-	size_t offset; /* of the pointer in struct san_real */
-	void *self;    /* our wrapper, which the real function must not be */
+	unsigned short name;   /* offset of the name in san_real_names */
+	unsigned short offset; /* of the pointer in struct san_real */
 	bool required;
 };
 
+_Static_assert(sizeof(struct san_real_names) <= 0xffff && sizeof(struct san_real) <= 0xffff,
+	       "san_real_sym offsets are unsigned short");
+
 static const struct san_real_sym san_real_syms[] = {
-#define SAN_REAL_SYM(fn, ret, params, req) { #fn, offsetof(struct san_real, fn), (void *)&fn, req },
+#define SAN_REAL_SYM(fn, ret, params, req) \
+	{ offsetof(struct san_real_names, fn), offsetof(struct san_real, fn), req },
 	SAN_REAL_FUNCS(SAN_REAL_SYM)
 #undef SAN_REAL_SYM
 };
+
+/*
+ * This library's image, from its ELF header to the end of its data (symbols the linker defines;
+ * hidden, so reaching them costs no relocation either): a real function found in there would be
+ * one of our own wrappers.
+ */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern const char _end[] __attribute__((visibility("hidden")));
+
+static bool san_real_is_ours(const void *fn)
+{
+	return (const char *)fn >= __ehdr_start && (const char *)fn < _end;
+}
 
 /* A fork() child owns its copy of the table; a vfork() child, which skips this, does not. */
 static void san_real_atfork_child(void)
@@ -49,18 +81,19 @@ static void san_real_lookup(void)
 
 	for (i = 0; i < sizeof(san_real_syms) / sizeof(san_real_syms[0]); i++) {
 		const struct san_real_sym *s = &san_real_syms[i];
+		const char *name = (const char *)&san_real_names + s->name;
 		void **slot = (void **)((char *)&san_real + s->offset);
-		void *fn = dlsym(RTLD_NEXT, s->name);
+		void *fn = dlsym(RTLD_NEXT, name);
 
 		if (!fn) {
 			const char *why = dlerror();
 
 			if (s->required)
-				san_real_die(s->name, why ? why : "not found");
+				san_real_die(name, why ? why : "not found");
 			continue;
 		}
-		if (fn == s->self)
-			san_real_die(s->name, "resolves to the libsanswitch wrapper itself");
+		if (san_real_is_ours(fn))
+			san_real_die(name, "resolves to the libsanswitch wrapper itself");
 		__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
 	}
 }
