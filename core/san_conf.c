@@ -454,9 +454,12 @@ void san_conf_init(struct san_config *base)
 	if (!r) {
 		r = san_conf_parse(buf, len, &conf_proc, &err);
 		free(buf);
+		/* what a file that failed half-way parsed is not used (nothing was, without one:
+		 * a memset here had every process without a file touch the 12 KiB at load) */
+		if (r)
+			memset(&conf_proc, 0, sizeof(conf_proc));
 	}
 	if (r) {
-		memset(&conf_proc, 0, sizeof(conf_proc));
 		if (r == -ENOENT && !err.msg[0])
 			return; /* no /etc/sanswitch.conf: the defaults, silently */
 		if (err.line)
