@@ -1428,6 +1428,13 @@ static void v_spin_poll(struct san_sock *s)
 
 static void v_exit_flush(void)
 {
+	/*
+	 * A process whose fd table never held a TCP socket has no connection to end nor frame to
+	 * flush: it returns before touching stdio, the connection list or the verbs state (pages
+	 * every preloaded process, /bin/true too, otherwise faulted in at its exit).
+	 */
+	if (!__atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED))
+		return;
 	/* glibc flushes stdio after the atexit handlers: a socket's FILE must not follow our FIN */
 	(void)fflush(NULL);
 	san_sock_exit_close(); /* the connections the program never closed end as TCP's would */
