@@ -44,13 +44,15 @@ ALL_MODES=($("$EDGE" modes))
 MODES=(${EDGE_MODES:-${ALL_MODES[@]}})
 # A smaller matrix (tests/rxe's run over verbs): EDGE_DELAYS (default "0 500"), EDGE_SIZES
 # (default "1 65536 3145728"), EDGE_WAITS (block: a blocking recv, rot: the rotated poll, select
-# or epoll; default both; one: a single case, the two taken in turn), EDGE_EXTRA (sacc: the sender accepting, slow: the slow reader, big:
-# 300 MiB, none: neither; default all three).
+# or epoll; default both; one: a single case, the two taken in turn), EDGE_EXTRA (sacc: the
+# sender accepting, slow: the slow reader, big: 300 MiB, none: neither; default all three),
+# EDGE_ROT (the waits "rot" takes in turn; default "poll select epoll").
 DELAYS=${EDGE_DELAYS:-0 500}
 SIZES=${EDGE_SIZES:-1 65536 3145728}
 WAITS=${EDGE_WAITS:-block rot}
 EXTRA=${EDGE_EXTRA:-sacc slow big}
-ROT=(poll select epoll)
+# shellcheck disable=SC2206 # a list of names
+ROT=(${EDGE_ROT:-poll select epoll})
 rot_i=0 one_i=0
 KB64=65536
 MB3=3145728
@@ -293,7 +295,7 @@ case_() {
 }
 
 rot() {
-	RW=${ROT[rot_i % 3]}
+	RW=${ROT[rot_i % ${#ROT[@]}]}
 	rot_i=$((rot_i + 1))
 }
 
