@@ -46,11 +46,14 @@ MODES=(${EDGE_MODES:-${ALL_MODES[@]}})
 # (default "1 65536 3145728"), EDGE_WAITS (block: a blocking recv, rot: the rotated poll, select
 # or epoll; default both; one: a single case, the two taken in turn), EDGE_EXTRA (sacc: the
 # sender accepting, slow: the slow reader, big: 300 MiB, none: neither; default all three),
-# EDGE_ROT (the waits "rot" takes in turn; default "poll select epoll").
+# EDGE_ROT (the waits "rot" takes in turn; default "poll select epoll"). EDGE_TMO: the reader's
+# limit in s (default 8; its alarm starts before the sender has connected, so a slow start, as
+# an emulated guest's, eats into it).
 DELAYS=${EDGE_DELAYS:-0 500}
 SIZES=${EDGE_SIZES:-1 65536 3145728}
 WAITS=${EDGE_WAITS:-block rot}
 EXTRA=${EDGE_EXTRA:-sacc slow big}
+TMO=${EDGE_TMO:-8}
 # shellcheck disable=SC2206 # a list of names
 ROT=(${EDGE_ROT:-poll select epoll})
 rot_i=0 one_i=0
@@ -217,7 +220,7 @@ documented() {
 # waits overlap; otherwise one after the other.
 case_() {
 	local role=$1 mode=$2 size=$3 delay=$4 wait=$5 rsize=${6:-65536} slow=${7:-0} chunk=${8:-8192}
-	local tmo=${9:-8} r rounds=1 kr=$KROUNDS verdict=ok ms_k ms_s note='' sline k ok t0 stag=0
+	local tmo=${9:-$TMO} r rounds=1 kr=$KROUNDS verdict=ok ms_k ms_s note='' sline k ok t0 stag=0
 	local loose=0 id ndoc_lines=0
 	local -a klines=() kkeys=() errs=() args ids=()
 	local -A count=()

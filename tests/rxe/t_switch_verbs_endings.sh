@@ -19,6 +19,10 @@ else
 	export EDGE_DELAYS=${EDGE_DELAYS:-0} EDGE_SIZES=${EDGE_SIZES:-1 3145728}
 	export EDGE_WAITS=${EDGE_WAITS:-one} EDGE_EXTRA=${EDGE_EXTRA:-none} ROUNDS=${ROUNDS:-1}
 fi
+# The reader's limit counts from its start: under emulation on a busy host the two processes'
+# start (the preload, rdma-core) took 6 s of the 8, and a reader still reading was cut short
+# (end=TIMEOUT 2.3 s after its connection; then the sender's send failed ECONNRESET).
+export EDGE_TMO=${EDGE_TMO:-30}
 export SANEDGE_ADDR=${RXE_VM_ADDR:?RXE_VM_ADDR is not set: run through tests/rxe/run}
 export E2E_PROVIDER=verbs
 # EDGE_TEE=FILE: each line also into FILE as it comes (a path the host sees: tests/rxe/run shows
