@@ -97,6 +97,8 @@ void san_core_atfork_parent(void)
  */
 void san_core_before_exec(char *const envp[])
 {
+	if (!san_core_is_sandboxed())
+		san_prov_exec(); /* verbs: queued frames out first, they do not outlive the image */
 	san_sock_before_exec();
 	san_stats_before_exec(envp);
 }

@@ -91,11 +91,18 @@ void san_prov_name_conn(struct san_sock *s)
 
 void san_prov_verbs_spin(void) __attribute__((weak));
 void san_prov_verbs_exit(void) __attribute__((weak));
+void san_prov_verbs_exec(void) __attribute__((weak));
 
 void san_prov_exit(void)
 {
 	if (san_prov_verbs_exit)
 		san_prov_verbs_exit();
+}
+
+void san_prov_exec(void)
+{
+	if (san_prov_verbs_exec)
+		san_prov_verbs_exec();
 }
 
 void san_prov_spin(void)

@@ -190,5 +190,11 @@ void san_prov_spin(void);
  * that could be the interrupted thread's (it may run in a signal handler).
  */
 void san_prov_exit(void);
+/*
+ * exec(): the process image, and with it verbs' queued frames and QPs, is replaced: the
+ * provider ends its connections (DISCONNECT after their data, as a write shutdown) and waits
+ * for the frames, as at exit. A failed exec leaves them shut for writing.
+ */
+void san_prov_exec(void);
 
 #endif /* SAN_PROV_H */

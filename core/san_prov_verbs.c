@@ -1448,6 +1448,20 @@ void san_prov_verbs_exit(void)
 	v_flush_all();
 }
 
+/*
+ * exec(): the new image has neither our frames nor our QPs (its uverbs and rdma_cm files are
+ * close-on-exec), so the peer would see the transport go down without a DISCONNECT, a reset,
+ * and lose what was still queued. An inherited switched fd reads EOF in the new program
+ * (san_sock_before_exec), a close-on-exec one is closed: either way this process's streams end
+ * here, so they end as at exit (v_pending sends each one's DISCONNECT), the frames waited for.
+ * Not san_sock_exit_close: the exec may fail, and the program must still find its sockets.
+ */
+void san_prov_verbs_exec(void);
+void san_prov_verbs_exec(void)
+{
+	v_flush_all();
+}
+
 void san_prov_verbs_spin(void);
 void san_prov_verbs_spin(void)
 {

@@ -24,7 +24,8 @@
 # raise E2E_TIMEOUT above ROUNDS=6) and KROUNDS times over the kernel (default 1): a switched
 # line that any kernel round gave passes. Runs that mostly wait (delay 500; exec and
 # fork_parent_exit, whose holder keeps the connection 1 to 1.5 s) are started staggered, each once
-# the previous one's sender has reported its sends. EDGE_MODES="close kill" limits the endings;
+# the previous one's sender has reported its sends. EDGE_MODES="close kill" limits the endings
+# (EDGE_DELAYS, EDGE_SIZES, EDGE_WAITS and EDGE_EXTRA the rest of the matrix, below);
 # E2E_VERBOSE=1 shows every run's files. One summary line per case; the test fails if any case
 # differs, did not switch, or a sender did not report all its sends. About 3 min on 2 cores.
 # timeout: 360
@@ -41,13 +42,26 @@ KROUNDS=${KROUNDS:-1}
 ALL_MODES=($("$EDGE" modes))
 # shellcheck disable=SC2206 # a list of names
 MODES=(${EDGE_MODES:-${ALL_MODES[@]}})
-ROT=(poll select epoll)
-rot_i=0
+# A smaller matrix (tests/rxe's run over verbs): EDGE_DELAYS (default "0 500"), EDGE_SIZES
+# (default "1 65536 3145728"), EDGE_WAITS (block: a blocking recv, rot: the rotated poll, select
+# or epoll; default both; one: a single case, the two taken in turn), EDGE_EXTRA (sacc: the
+# sender accepting, slow: the slow reader, big: 300 MiB, none: neither; default all three),
+# EDGE_ROT (the waits "rot" takes in turn; default "poll select epoll"). EDGE_TMO: the reader's
+# limit in s (default 8; its alarm starts before the sender has connected, so a slow start, as
+# an emulated guest's, eats into it).
+DELAYS=${EDGE_DELAYS:-0 500}
+SIZES=${EDGE_SIZES:-1 65536 3145728}
+WAITS=${EDGE_WAITS:-block rot}
+EXTRA=${EDGE_EXTRA:-sacc slow big}
+TMO=${EDGE_TMO:-8}
+# shellcheck disable=SC2206 # a list of names
+ROT=(${EDGE_ROT:-poll select epoll})
+rot_i=0 one_i=0
 KB64=65536
 MB3=3145728
 
 T0=$(date +%s)
-ncases=0 nok=0 nbad=0
+ncases=0 nok=0 nbad=0 ndoc=0
 BAD=() # one line per failed case, for the closing table
 
 # run_start ID ENV ROLE MODE SIZE DELAY WAIT RSIZE SLOW CHUNK TMO [SENDER_ARG...] — start one run:
@@ -180,6 +194,25 @@ held() {
 	return 1
 }
 
+# documented MODE SIZE LINE — over verbs, LINE is the outcome docs/verbs.md §3 "Exit" gives a
+# sender that ends without running any code of ours (killed by a signal, or the exit_group system
+# call made directly, which skips the C library's exit and _exit): the frames still queued in its
+# memory, and the bulk regions the reader had not READ yet, are lost with it, so the reader gets
+# a prefix of the stream (every byte checked: first_bad=-1), possibly all of it, then ECONNRESET
+# (a reset, never an end-of-file that would pass a cut stream off as whole). Kernel TCP's buffer
+# is the kernel's: it sends it all, then the FIN. And SO_LINGER {1, 0} (docs/verbs.md §3 "Close"):
+# TCP discards what it has not sent yet, which over loopback is nothing; verbs sends from the
+# engine thread, after the send returned, and the anchor's RST can overtake those frames: the
+# same prefix, then ECONNRESET.
+documented() {
+	local n
+	[ "${E2E_PROVIDER:-}" = verbs ] || return 1
+	case $1 in kill | crash | abort | exit_group | linger0) ;; *) return 1 ;; esac
+	[[ $3 =~ ^bytes=([0-9]+)\ first_bad=-1\ end=ECONNRESET\ fnv=[0-9a-f]+$ ]] || return 1
+	n=${BASH_REMATCH[1]}
+	[ "$n" -le "$2" ]
+}
+
 # case_ ROLE MODE SIZE DELAY WAIT [RSIZE SLOW CHUNK TMO] — one case: KROUNDS kernel runs, then
 # ROUNDS (or 1) switched runs; each switched line must be one a kernel run gave. When the runs
 # mostly wait (the reader sleeps first, or the ending leaves a holder behind) they are started
@@ -187,8 +220,8 @@ held() {
 # waits overlap; otherwise one after the other.
 case_() {
 	local role=$1 mode=$2 size=$3 delay=$4 wait=$5 rsize=${6:-65536} slow=${7:-0} chunk=${8:-8192}
-	local tmo=${9:-8} r rounds=1 kr=$KROUNDS verdict=ok ms_k ms_s note='' sline k ok t0 stag=0
-	local loose=0 id
+	local tmo=${9:-$TMO} r rounds=1 kr=$KROUNDS verdict=ok ms_k ms_s note='' sline k ok t0 stag=0
+	local loose=0 id ndoc_lines=0
 	local -a klines=() kkeys=() errs=() args ids=()
 	local -A count=()
 	t0=$(date +%s%N)
@@ -224,10 +257,19 @@ case_() {
 		for k in "${kkeys[@]}"; do
 			[ "$k" = "$(key "$loose" "$R_LINE")" ] && ok=1
 		done
+		if [ "$ok" = 0 ] && documented "$mode" "$size" "$R_LINE"; then
+			ok=1
+			ndoc_lines=$((ndoc_lines + 1))
+		fi
 		[ "$ok" = 1 ] || verdict=DIFF
 		count[$R_LINE]=$((${count[$R_LINE]:-0} + 1))
 	done
-	[ ${#errs[@]} -gt 0 ] && [ "$verdict" = ok ] && verdict=FAIL
+	if [ "$verdict" = ok ] && [ "$ndoc_lines" -gt 0 ]; then
+		verdict=DOC
+		note+=" ($ndoc_lines switched run(s): the documented outcome over verbs of a sender that"
+		note+=" runs no code of ours at its end, or resets: a prefix, then ECONNRESET; docs/verbs.md §3)"
+	fi
+	[ ${#errs[@]} -gt 0 ] && [ "$verdict" != DIFF ] && verdict=FAIL
 	# (the kernel's own lines disagreeing is worth seeing, it is not a failure)
 	for k in "${klines[@]}"; do
 		[ "$k" = "${klines[0]}" ] || note+=" (kernel rounds differ: ${klines[*]})"
@@ -247,6 +289,8 @@ case_() {
 	if [ ${#errs[@]} -gt 0 ]; then log "    problems: ${errs[*]}"; fi
 	if [ "$verdict" = ok ]; then
 		nok=$((nok + 1))
+	elif [ "$verdict" = DOC ]; then
+		ndoc=$((ndoc + 1))
 	else
 		nbad=$((nbad + 1))
 		BAD+=("$verdict $desc: tcp=<${klines[0]}> switch=$sline${errs[*]:+ [${errs[*]}]}")
@@ -254,7 +298,7 @@ case_() {
 }
 
 rot() {
-	RW=${ROT[rot_i % 3]}
+	RW=${ROT[rot_i % ${#ROT[@]}]}
 	rot_i=$((rot_i + 1))
 }
 
@@ -286,20 +330,43 @@ selfcheck() {
 		fail "self-check: a connection that did not switch was not seen: <$R_LINE>$R_ERR"
 	log "self-check: a flipped byte, one byte less, a reset and a connection that did not switch" \
 		"are all seen"
+	# the documented outcome over verbs is that and nothing wider
+	if [ "${E2E_PROVIDER:-}" = verbs ]; then
+		for l in "bytes=7 first_bad=-1 end=EOF fnv=1" "bytes=7 first_bad=3 end=ECONNRESET fnv=1" \
+			"bytes=9 first_bad=-1 end=ECONNRESET fnv=1" "bytes=7 first_bad=-1 end=EPIPE fnv=1"; do
+			! documented kill 8 "$l" || fail "self-check: <$l> passed as documented for kill"
+		done
+		documented kill 8 "bytes=8 first_bad=-1 end=ECONNRESET fnv=1" &&
+			documented linger0 8 "bytes=0 first_bad=-1 end=ECONNRESET fnv=1" &&
+			! documented close 8 "bytes=8 first_bad=-1 end=ECONNRESET fnv=1" ||
+			fail "self-check: documented() does not tell the killed endings"
+	fi
 }
 selfcheck
 
 # ---------------------------------------------------------------- the matrix
 
+# has LIST WORD — WORD is one of LIST's (space-separated) words.
+has() {
+	case " $1 " in *" $2 "*) return 0 ;; esac
+	return 1
+}
+
 for mode in "${MODES[@]}"; do
-	for delay in 0 500; do
-		for size in 1 $KB64 $MB3; do
-			case_ sconn "$mode" "$size" "$delay" block
+	for delay in $DELAYS; do
+		for size in $SIZES; do
+			if has "$WAITS" block; then case_ sconn "$mode" "$size" "$delay" block; fi
 			rot
-			case_ sconn "$mode" "$size" "$delay" "$RW"
+			if has "$WAITS" rot; then case_ sconn "$mode" "$size" "$delay" "$RW"; fi
+			if has "$WAITS" one; then
+				[ $((one_i++ % 2)) = 0 ] && RW=block
+				case_ sconn "$mode" "$size" "$delay" "$RW"
+			fi
 		done
 	done
+	one_i=$((one_i + 1)) # (the next ending starts with the other wait)
 	# the sender accepting
+	has "$EXTRA" sacc || continue
 	rot
 	case_ sacc "$mode" 1 0 "$RW"
 	case_ sacc "$mode" $MB3 0 block
@@ -308,15 +375,16 @@ done
 # a slow reader: 4 KiB reads 200 us apart, 3 MiB, in a blocking recv or the rotated wait
 slow_i=0
 for mode in close exit _exit kill shutwr_rdwr_exit fork_child_close linger0; do
-	case " ${MODES[*]} " in *" $mode "*) ;; *) continue ;; esac
+	has "$EXTRA" slow || break
+	has "${MODES[*]}" "$mode" || continue
 	RW=block
 	[ $((slow_i++ % 2)) = 1 ] && rot
 	case_ sconn "$mode" $MB3 0 "$RW" 4096 200 8192 20
 done
 
 # the file-copy pattern at 300 MiB, a fast reader (once each way: not repeated)
-case " ${MODES[*]} " in
-*" shutwr_rdwr_exit "*)
+case " ${MODES[*]} :$EXTRA: " in
+*" shutwr_rdwr_exit "*:*big*)
 	save=$ROUNDS
 	ROUNDS=1
 	case_ sconn shutwr_rdwr_exit $((300 << 20)) 0 block 262144 0 131072 90
@@ -325,7 +393,8 @@ case " ${MODES[*]} " in
 esac
 
 secs=$(($(date +%s) - T0))
-log "$ncases cases in ${secs}s (ROUNDS=$ROUNDS KROUNDS=$KROUNDS): $nok ok, $nbad differ or failed"
+log "$ncases cases in ${secs}s (ROUNDS=$ROUNDS KROUNDS=$KROUNDS): $nok ok, $ndoc documented" \
+	"differences (DOC), $nbad differ or failed"
 if [ "$nbad" -gt 0 ]; then
 	log "cases that differ from kernel TCP:"
 	for l in "${BAD[@]}"; do log "  $l"; done

@@ -10,6 +10,8 @@
  *                [--timeout S]
  *     --accept (default): listen on 127.0.0.1 port 0, write the port to F, accept one connection.
  *     --connect PORT: connect to 127.0.0.1:PORT (the sender is the accepting side); F is unused.
+ *     (Both roles use SANEDGE_ADDR instead of 127.0.0.1 when it is set: an IPv4 address of this
+ *     host, the rxe device's in tests/rxe, where the connection is switched onto verbs.)
  *     --hello: send one byte first (the sender, given --hello too, reads it before sending). With
  *     the sender accepting, this makes the reader's first data call a send, so the connecting side
  *     proposes the switch before the sender can be gone (a switch is otherwise a race).
@@ -139,13 +141,27 @@ static void write_port(const char *f, int lfd)
 		die("port file");
 }
 
-/* listen_accept — listen on 127.0.0.1 port 0, publish the port, accept one connection. */
-static int listen_accept(const char *port_file)
+/* edge_addr — 127.0.0.1:PORT, or SANEDGE_ADDR:PORT (tests/rxe runs the cases over verbs). */
+static struct sockaddr_in edge_addr(unsigned port)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET };
-	int l, c, one = 1;
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	const char *env = getenv("SANEDGE_ADDR");
 
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (env && *env && inet_pton(AF_INET, env, &sin.sin_addr) != 1) {
+		fprintf(stderr, "sanedge: SANEDGE_ADDR=%s is not an IPv4 address\n", env);
+		exit(2);
+	}
+	return sin;
+}
+
+/* listen_accept — listen on 127.0.0.1 (or SANEDGE_ADDR) port 0, publish the port, accept one
+ * connection. */
+static int listen_accept(const char *port_file)
+{
+	struct sockaddr_in sin = edge_addr(0);
+	int l, c, one = 1;
+
 	l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (l < 0)
 		die("socket");
@@ -165,10 +181,9 @@ static int listen_accept(const char *port_file)
 
 static int connect_to(unsigned port)
 {
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in sin = edge_addr(port);
 	int c;
 
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	c = socket(AF_INET, SOCK_STREAM, 0);
 	if (c < 0)
 		die("socket");
