@@ -93,11 +93,13 @@ void san_core_atfork_parent(void)
  * the new image may not run the switch, so switched fds must be made safe to
  * inherit here. The statistics go on in the new image if it will count them
  * (the file carries the pid, which the exec keeps), else this image's line is
- * printed now. If the exec fails the process goes on as is.
+ * printed now. If the exec fails the process goes on: its connections work, except
+ * that over verbs, when it was expected to run (may_run: the program was found, a
+ * regular file we may execute), their sends have ended (docs/verbs.md §3).
  */
-void san_core_before_exec(char *const envp[])
+void san_core_before_exec(char *const envp[], bool may_run)
 {
-	if (!san_core_is_sandboxed())
+	if (may_run && !san_core_is_sandboxed())
 		san_prov_exec(); /* verbs: queued frames out first, they do not outlive the image */
 	san_sock_before_exec();
 	san_stats_before_exec(envp);

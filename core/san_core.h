@@ -13,7 +13,7 @@ void san_core_atfork_parent(void);
 void san_core_fork_begin(void);
 void san_core_fork_done(pid_t pid);
 /* Before an exec, with the environment the new program gets. */
-void san_core_before_exec(char *const envp[]);
+void san_core_before_exec(char *const envp[], bool may_run);
 void san_core_exit(void);
 /* The process is about to confine itself with seccomp: the library steps aside. */
 void san_core_sandboxed(void);

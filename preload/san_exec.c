@@ -2,8 +2,10 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 
+#include "core/san_execpath.h"
 #include "preload/san_preload.h"
 
 /*
@@ -139,7 +141,7 @@ static int san_execve(const char *path, char *const argv[], char *const envp[])
 	__typeof__(san_real.execve) fn = SAN_REAL(execve);
 
 	san_debug("execve %s", path);
-	san_core_before_exec(envp);
+	san_core_before_exec(envp, san_exec_may_run(path, false, getenv("PATH")));
 	return fn(path, argv, envp);
 }
 
@@ -148,7 +150,7 @@ static int san_execv(const char *path, char *const argv[])
 	__typeof__(san_real.execv) fn = SAN_REAL(execv);
 
 	san_debug("execv %s", path);
-	san_core_before_exec(environ);
+	san_core_before_exec(environ, san_exec_may_run(path, false, getenv("PATH")));
 	return fn(path, argv);
 }
 
@@ -157,7 +159,7 @@ static int san_execvp(const char *file, char *const argv[])
 	__typeof__(san_real.execvp) fn = SAN_REAL(execvp);
 
 	san_debug("execvp %s", file);
-	san_core_before_exec(environ);
+	san_core_before_exec(environ, san_exec_may_run(file, true, getenv("PATH")));
 	return fn(file, argv);
 }
 
@@ -183,7 +185,7 @@ SAN_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 	if (unlikely(!fn))
 		return san_enosys();
 	san_debug("execvpe %s", file);
-	san_core_before_exec(envp);
+	san_core_before_exec(envp, san_exec_may_run(file, true, getenv("PATH")));
 	return fn(file, argv, envp);
 }
 
@@ -194,7 +196,7 @@ SAN_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	if (unlikely(!fn))
 		return san_enosys();
 	san_debug("fexecve fd %d", fd);
-	san_core_before_exec(envp);
+	san_core_before_exec(envp, true);
 	return fn(fd, argv, envp);
 }
 
