@@ -2274,6 +2274,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 	/* counted where the application sees it (after a direct write it sees a short send) */
 	if (r == -ENOBUFS && san_stats_enabled())
 		san_stats_add(SAN_STAT_ENOBUFS, 1);
+	if (r == -EPIPE)
+		san_core_exec_wait(); /* (another thread's exec ended it: the image goes first) */
 	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 		raise(SIGPIPE);
 	return r;
