@@ -1,4 +1,5 @@
 /* core — the engine's entry points that preload/ calls around process life (load, fork, exec). */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/san_config.h"
@@ -10,6 +11,7 @@
 #include "core/san_prov.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
+#include "core/san_sys.h"
 
 /*
  * Once, before any wrapper can act: the policy (and with it the log level), the fd table,
@@ -93,14 +95,35 @@ void san_core_atfork_parent(void)
  * the new image may not run the switch, so switched fds must be made safe to
  * inherit here. The statistics go on in the new image if it will count them
  * (the file carries the pid, which the exec keeps), else this image's line is
- * printed now. If the exec fails the process goes on as is.
+ * printed now. If the exec fails the process goes on: its connections work, except
+ * that over verbs, when it was expected to run (may_run: the program was found, a
+ * regular file we may execute), their sends have ended (docs/verbs.md §3).
  */
-void san_core_before_exec(char *const envp[])
+/* An exec's flush is under way: sends its DISCONNECTs end wait for the exec (san_core.h). */
+static _Atomic bool exec_flushing;
+
+void san_core_before_exec(char *const envp[], bool may_run)
 {
-	if (!san_core_is_sandboxed())
+	if (may_run && !san_core_is_sandboxed())
 		san_prov_exec(); /* verbs: queued frames out first, they do not outlive the image */
 	san_sock_before_exec();
 	san_stats_before_exec(envp);
+}
+
+void san_core_exec_flush_begins(void)
+{
+	atomic_store(&exec_flushing, true);
+}
+
+void san_core_exec_failed(void)
+{
+	atomic_store(&exec_flushing, false);
+}
+
+void san_core_exec_wait(void)
+{
+	while (atomic_load(&exec_flushing))
+		(void)san_sys_poll(NULL, 0, 10);
 }
 
 /*

@@ -13,7 +13,17 @@ void san_core_atfork_parent(void);
 void san_core_fork_begin(void);
 void san_core_fork_done(pid_t pid);
 /* Before an exec, with the environment the new program gets. */
-void san_core_before_exec(char *const envp[]);
+void san_core_before_exec(char *const envp[], bool may_run);
+/*
+ * A provider's exec flush ends this process's connections (verbs, in the process that runs
+ * them: never a vfork child, whose memory is its parent's): from then until the exec returns
+ * (it failed), a send that fails EPIPE (another thread's, its connection ended by the flush)
+ * waits in san_core_exec_wait: over TCP the exec would end that thread first, and its SIGPIPE
+ * must not end the process instead.
+ */
+void san_core_exec_flush_begins(void);
+void san_core_exec_failed(void);
+void san_core_exec_wait(void);
 void san_core_exit(void);
 /* The process is about to confine itself with seccomp: the library steps aside. */
 void san_core_sandboxed(void);

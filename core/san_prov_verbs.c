@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "core/san_config.h"
+#include "core/san_core.h"
 #include "core/san_engine.h"
 #include "core/san_ev.h"
 #include "core/san_fdtable.h"
@@ -1459,6 +1460,9 @@ void san_prov_verbs_exit(void)
 void san_prov_verbs_exec(void);
 void san_prov_verbs_exec(void)
 {
+	if (atomic_load_explicit(&nrunning, memory_order_relaxed) &&
+	    getpid() == atomic_load(&run_pid))
+		san_core_exec_flush_begins(); /* (v_flush_all's test: our connections, our memory) */
 	v_flush_all();
 }
 

@@ -2310,6 +2310,8 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 	/* counted where the application sees it (after a direct write it sees a short send) */
 	if (r == -ENOBUFS && san_stats_enabled())
 		san_stats_add(SAN_STAT_ENOBUFS, 1);
+	if (r == -EPIPE)
+		san_core_exec_wait(); /* (another thread's exec ended it: the image goes first) */
 	if (r == -EPIPE && !(flags & MSG_NOSIGNAL))
 		raise(SIGPIPE);
 	return r;
@@ -3280,7 +3282,8 @@ bool san_sock_counts_ok(struct san_sock *s)
  * would inherit is replaced, in this process only, by one end of a fresh socketpair whose other
  * end is closed: it reads end-of-file, writes fail EPIPE, never a byte of the rings. The parent
  * (after fork) or this process (if the exec fails) keeps the connection: the notification
- * socket lives on in the other copies. Runs in a vfork child too: no locks, no allocation,
+ * socket lives on in the other copies (over verbs its sends have ended, unless the exec was
+ * sure to fail: san_core_before_exec). Runs in a vfork child too: no locks, no allocation,
  * only the fd table (read without locks) and system calls on this process's own fds.
  */
 /*

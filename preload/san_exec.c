@@ -2,8 +2,10 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 
+#include "core/san_execpath.h"
 #include "preload/san_preload.h"
 
 /*
@@ -131,16 +133,25 @@ SAN_EXPORT pid_t fork(void)
 
 /*
  * Every exec runs the engine's hook first, then the real call. If the exec
- * fails, it returns -1 with the errno the real call set (the hook must keep
- * errno, and the process simply goes on).
+ * fails, it returns -1 with the errno the real call set (the hooks must keep
+ * errno, and the process simply goes on: exec_failed).
  */
+static int exec_failed(int r)
+{
+	int e = errno;
+
+	san_core_exec_failed();
+	errno = e;
+	return r;
+}
+
 static int san_execve(const char *path, char *const argv[], char *const envp[])
 {
 	__typeof__(san_real.execve) fn = SAN_REAL(execve);
 
 	san_debug("execve %s", path);
-	san_core_before_exec(envp);
-	return fn(path, argv, envp);
+	san_core_before_exec(envp, san_exec_may_run(path, false, getenv("PATH")));
+	return exec_failed(fn(path, argv, envp));
 }
 
 static int san_execv(const char *path, char *const argv[])
@@ -148,8 +159,8 @@ static int san_execv(const char *path, char *const argv[])
 	__typeof__(san_real.execv) fn = SAN_REAL(execv);
 
 	san_debug("execv %s", path);
-	san_core_before_exec(environ);
-	return fn(path, argv);
+	san_core_before_exec(environ, san_exec_may_run(path, false, getenv("PATH")));
+	return exec_failed(fn(path, argv));
 }
 
 static int san_execvp(const char *file, char *const argv[])
@@ -157,8 +168,8 @@ static int san_execvp(const char *file, char *const argv[])
 	__typeof__(san_real.execvp) fn = SAN_REAL(execvp);
 
 	san_debug("execvp %s", file);
-	san_core_before_exec(environ);
-	return fn(file, argv);
+	san_core_before_exec(environ, san_exec_may_run(file, true, getenv("PATH")));
+	return exec_failed(fn(file, argv));
 }
 
 SAN_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -183,8 +194,8 @@ SAN_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 	if (unlikely(!fn))
 		return san_enosys();
 	san_debug("execvpe %s", file);
-	san_core_before_exec(envp);
-	return fn(file, argv, envp);
+	san_core_before_exec(envp, san_exec_may_run(file, true, getenv("PATH")));
+	return exec_failed(fn(file, argv, envp));
 }
 
 SAN_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
@@ -194,8 +205,8 @@ SAN_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	if (unlikely(!fn))
 		return san_enosys();
 	san_debug("fexecve fd %d", fd);
-	san_core_before_exec(envp);
-	return fn(fd, argv, envp);
+	san_core_before_exec(envp, true);
+	return exec_failed(fn(fd, argv, envp));
 }
 
 /*

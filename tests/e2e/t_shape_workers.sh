@@ -45,14 +45,22 @@ export SANSTDIO=$BUILD/sanstdio
 [ -x "$SANSTDIO" ] || fail "no $SANSTDIO (make)"
 
 run() { # SHAPE MODE(pre|none) SIZE [BASE_MS] (clientfork: the single server, the client forks)
-	local shape=$1 limit=$((LIMIT_MS + ${4:-0}))
+	local shape=$1 limit=$((LIMIT_MS + ${4:-0})) try
 	[ "$shape" = clientfork ] && shape=single
-	CLIENT_FORK=$([ "$1" = clientfork ] && echo 1 || echo 0) \
-		shapes_run "$1.$2.$3" "$2" "$2" "$shape" "$3" "$REQS" 0
 	# kernel TCP's run is the oracle: what it takes is measured, not judged (an inetd first
-	# request, a python3 exec, took 307 ms there once on a loaded machine)
-	[ "$2" = none ] || [ "$RUN_WORST" -lt "$limit" ] ||
-		{ show "$TMP/$1.$2.$3.cli.out"; fail "$1.$2.$3: a first request took $RUN_WORST ms (limit $limit)"; }
+	# request, a python3 exec, took 307 ms there once on a loaded machine). A switched run over
+	# the limit runs again, twice at most: a stall makes every first request wait, a loaded
+	# machine one fork now and then (clientfork 278 ms against 254 once, under ASan, with a
+	# Soft-RoCE guest and another sanitized suite on the same 2 CPUs)
+	for try in 1 2 3; do
+		CLIENT_FORK=$([ "$1" = clientfork ] && echo 1 || echo 0) \
+			shapes_run "$1.$2.$3" "$2" "$2" "$shape" "$3" "$REQS" 0
+		[ "$2" = none ] || [ "$RUN_WORST" -lt "$limit" ] && return 0
+		[ "$try" -lt 3 ] && log "note: $1.$2.$3: a first request took $RUN_WORST ms" \
+			"(limit $limit): again"
+	done
+	show "$TMP/$1.$2.$3.cli.out"
+	fail "$1.$2.$3: a first request took $RUN_WORST ms (limit $limit) in 3 runs"
 }
 
 for size in 10 300000; do

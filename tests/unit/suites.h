@@ -42,7 +42,8 @@
 	X(epoll_early)      \
 	X(epshadow)         \
 	X(engine)           \
-	X(sig)
+	X(sig)              \
+	X(execpath)
 
 #define SAN_UNIT_DECLARE(name) Suite *make_##name##_suite(void);
 SAN_UNIT_SUITES(SAN_UNIT_DECLARE)
