@@ -1,10 +1,12 @@
 /* core — the engine's entry points that preload/ calls around process life (load, fork, exec). */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/san_config.h"
 #include "core/san_core.h"
 #include "core/san_engine.h"
+#include "core/san_execpath.h"
 #include "core/san_fdtable.h"
 #include "core/san_inherit.h"
 #include "core/san_log.h"
@@ -90,22 +92,25 @@ void san_core_atfork_parent(void)
 	san_sock_atfork_parent();
 }
 
+/* An exec's flush is under way: sends its DISCONNECTs end wait for the exec (san_core.h). */
+static _Atomic bool exec_flushing;
+
 /*
  * Runs just before the real exec*(), with the environment the new program gets:
  * the new image may not run the switch, so switched fds must be made safe to
  * inherit here. The statistics go on in the new image if it will count them
  * (the file carries the pid, which the exec keeps), else this image's line is
  * printed now. If the exec fails the process goes on: its connections work, except
- * that over verbs, when it was expected to run (may_run: the program was found, a
- * regular file we may execute), their sends have ended (docs/verbs.md §3).
+ * that over verbs, when the exec was expected to run (file, searched in PATH if
+ * search, found as a regular file we may execute; NULL: fexecve's, taken to run),
+ * their sends have ended (docs/verbs.md §3).
  */
-/* An exec's flush is under way: sends its DISCONNECTs end wait for the exec (san_core.h). */
-static _Atomic bool exec_flushing;
-
-void san_core_before_exec(char *const envp[], bool may_run)
+void san_core_before_exec(char *const envp[], const char *file, bool search)
 {
-	if (may_run && !san_core_is_sandboxed())
-		san_prov_exec(); /* verbs: queued frames out first, they do not outlive the image */
+	/* verbs: queued frames out first, they do not outlive the image */
+	if (!san_core_is_sandboxed() && san_prov_exec_wanted() &&
+	    (!file || san_exec_may_run(file, search, getenv("PATH"))))
+		san_prov_exec();
 	san_sock_before_exec();
 	san_stats_before_exec(envp);
 }

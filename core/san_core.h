@@ -13,7 +13,7 @@ void san_core_atfork_parent(void);
 void san_core_fork_begin(void);
 void san_core_fork_done(pid_t pid);
 /* Before an exec, with the environment the new program gets. */
-void san_core_before_exec(char *const envp[], bool may_run);
+void san_core_before_exec(char *const envp[], const char *file, bool search);
 /*
  * A provider's exec flush ends this process's connections (verbs, in the process that runs
  * them: never a vfork child, whose memory is its parent's): from then until the exec returns

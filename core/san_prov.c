@@ -92,11 +92,17 @@ void san_prov_name_conn(struct san_sock *s)
 void san_prov_verbs_spin(void) __attribute__((weak));
 void san_prov_verbs_exit(void) __attribute__((weak));
 void san_prov_verbs_exec(void) __attribute__((weak));
+bool san_prov_verbs_exec_wanted(void) __attribute__((weak));
 
 void san_prov_exit(void)
 {
 	if (san_prov_verbs_exit)
 		san_prov_verbs_exit();
+}
+
+bool san_prov_exec_wanted(void)
+{
+	return san_prov_verbs_exec_wanted && san_prov_verbs_exec_wanted();
 }
 
 void san_prov_exec(void)

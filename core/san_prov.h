@@ -193,8 +193,11 @@ void san_prov_exit(void);
 /*
  * exec(): the process image, and with it verbs' queued frames and QPs, is replaced: the
  * provider ends its connections (DISCONNECT after their data, as a write shutdown) and waits
- * for the frames, as at exit. A failed exec leaves them shut for writing.
+ * for the frames, as at exit. An exec that fails after it leaves them shut for writing, so it
+ * is asked only when the exec will find its program (san_core_before_exec), and only when
+ * san_prov_exec_wanted says this process has such connections (that check is cheaper).
  */
+bool san_prov_exec_wanted(void);
 void san_prov_exec(void);
 
 #endif /* SAN_PROV_H */

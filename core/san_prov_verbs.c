@@ -1333,6 +1333,16 @@ static bool v_pending(struct vconn *v)
 /* and never longer than this: other threads may keep streaming on connections made after */
 #define V_EXIT_MAX_S 600
 
+/*
+ * Does this process run verbs connections (a vfork child shares our memory, not our
+ * connections)? Every process's exit asks: one that never ran one reads no clock.
+ */
+static bool v_runs_here(void)
+{
+	return atomic_load_explicit(&nrunning, memory_order_relaxed) &&
+	       getpid() == atomic_load(&run_pid);
+}
+
 static void v_flush_all(void)
 {
 	const uint64_t s_ns = 1000000000ull;
@@ -1340,10 +1350,8 @@ static void v_flush_all(void)
 	uint64_t start, idle_since;
 	unsigned int lock_waits = 0;
 
-	/* (every process's exit comes here: one that never ran a verbs connection reads no clock) */
-	if (!atomic_load_explicit(&nrunning, memory_order_relaxed) ||
-	    getpid() != atomic_load(&run_pid))
-		return; /* (a vfork child shares our memory, not our connections) */
+	if (!v_runs_here())
+		return;
 	start = idle_since = san_sock_now_ns(); /* not time(): whole seconds */
 	for (;;) {
 		bool busy = false;
@@ -1457,12 +1465,18 @@ void san_prov_verbs_exit(void)
  * here, so they end as at exit (v_pending sends each one's DISCONNECT), the frames waited for.
  * Not san_sock_exit_close: the exec may fail, and the program must still find its sockets.
  */
+bool san_prov_verbs_exec_wanted(void);
+bool san_prov_verbs_exec_wanted(void)
+{
+	return v_runs_here();
+}
+
 void san_prov_verbs_exec(void);
 void san_prov_verbs_exec(void)
 {
-	if (atomic_load_explicit(&nrunning, memory_order_relaxed) &&
-	    getpid() == atomic_load(&run_pid))
-		san_core_exec_flush_begins(); /* (v_flush_all's test: our connections, our memory) */
+	if (!v_runs_here())
+		return;
+	san_core_exec_flush_begins();
 	v_flush_all();
 }
 

@@ -2077,12 +2077,6 @@ static ssize_t src_wait(struct san_sock *s, const struct iovec *iov, int iovcnt,
 }
 
 /*
- * A blocking send whose connection fell back to TCP after part of it went (an upgrade proposed
- * when that send would have waited: a_due): the kernel's would have gone on until every byte was
- * taken, and so does this, through the kernel. Returns the bytes sent in all (a signal or an
- * error ends it with what went, as the kernel's send returns its count).
- */
-/*
  * The call's upgrade left the connection on TCP, and a handler ran while it slept (san_sig.h):
  * the kernel's call, asleep all that time, would have ended. What TCP takes (or holds) now,
  * without waiting, or EINTR if nothing; SAN_PASS when no handler ran or it asks for restart
@@ -2101,6 +2095,12 @@ static ssize_t dropped_after_upgrade(struct san_sock *s, int fd, struct msghdr *
 	return r == -EAGAIN ? -EINTR : r;
 }
 
+/*
+ * A blocking send whose connection fell back to TCP after part of it went (an upgrade proposed
+ * when that send would have waited: a_due): the kernel's would have gone on until every byte was
+ * taken, and so does this, through the kernel. Returns the bytes sent in all (a signal or an
+ * error ends it with what went, as the kernel's send returns its count).
+ */
 static size_t send_rest(int fd, const struct msghdr *m, size_t done, size_t total, int flags)
 {
 	while (done < total) {

@@ -2,10 +2,8 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stdarg.h>
-#include <stdlib.h>
 #include <sys/syscall.h>
 
-#include "core/san_execpath.h"
 #include "preload/san_preload.h"
 
 /*
@@ -150,7 +148,7 @@ static int san_execve(const char *path, char *const argv[], char *const envp[])
 	__typeof__(san_real.execve) fn = SAN_REAL(execve);
 
 	san_debug("execve %s", path);
-	san_core_before_exec(envp, san_exec_may_run(path, false, getenv("PATH")));
+	san_core_before_exec(envp, path, false);
 	return exec_failed(fn(path, argv, envp));
 }
 
@@ -159,7 +157,7 @@ static int san_execv(const char *path, char *const argv[])
 	__typeof__(san_real.execv) fn = SAN_REAL(execv);
 
 	san_debug("execv %s", path);
-	san_core_before_exec(environ, san_exec_may_run(path, false, getenv("PATH")));
+	san_core_before_exec(environ, path, false);
 	return exec_failed(fn(path, argv));
 }
 
@@ -168,7 +166,7 @@ static int san_execvp(const char *file, char *const argv[])
 	__typeof__(san_real.execvp) fn = SAN_REAL(execvp);
 
 	san_debug("execvp %s", file);
-	san_core_before_exec(environ, san_exec_may_run(file, true, getenv("PATH")));
+	san_core_before_exec(environ, file, true);
 	return exec_failed(fn(file, argv));
 }
 
@@ -194,7 +192,7 @@ SAN_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 	if (unlikely(!fn))
 		return san_enosys();
 	san_debug("execvpe %s", file);
-	san_core_before_exec(envp, san_exec_may_run(file, true, getenv("PATH")));
+	san_core_before_exec(envp, file, true);
 	return exec_failed(fn(file, argv, envp));
 }
 
@@ -205,7 +203,7 @@ SAN_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	if (unlikely(!fn))
 		return san_enosys();
 	san_debug("fexecve fd %d", fd);
-	san_core_before_exec(envp, true);
+	san_core_before_exec(envp, NULL, false);
 	return exec_failed(fn(fd, argv, envp));
 }
 
