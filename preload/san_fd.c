@@ -1,14 +1,60 @@
 /* preload — wrappers: fd life (close*, dup*, fcntl, ioctl). */
 #include "preload/san_preload.h"
 
-SAN_EXPORT int close(int fd)
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+
+/* What a close of fd ends here, before the real call closes the number. */
+static void san_closing(int fd)
 {
 	if (unlikely(san_managed(fd)))
 		san_sock_on_close(fd);
 	else if (unlikely(san_listener(fd)))
 		san_prov_unlisten(fd);
 	san_track_close(fd);
+}
+
+SAN_EXPORT int close(int fd)
+{
+	san_closing(fd);
 	return SAN_REAL(close)(fd);
+}
+
+/*
+ * syscall(SYS_close, fd): libuv closes every fd so on Linux (uv__close_nocancel), so node's
+ * sockets all end through here, not through close(). Unseen, a switched connection's entry
+ * outlived its number: the next socket, or file, that got the number was routed to the dead
+ * connection (a file read EAGAIN, a new connection's first send EPIPE), and its peer heard of
+ * the end only if our TCP socket was the number. Every other call passes straight through, as
+ * does every call the library makes itself (its own system calls go through syscall(), also
+ * while the table of real functions is being filled in: hence a pointer of its own, looked up
+ * at the first call, which the library's start-up makes).
+ */
+SAN_EXPORT long syscall(long nr, ...)
+{
+	static long (*real)(long, ...);
+	long (*fn)(long, ...) = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+	long a[6];
+	va_list ap;
+
+	/* the kernel takes six arguments at most; libc's syscall() reads six whatever was passed */
+	va_start(ap, nr);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (unlikely(!fn)) {
+		int e = errno;
+
+		fn = (long (*)(long, ...))dlsym(RTLD_NEXT, "syscall");
+		errno = e;
+		if (!fn || san_real_is_ours((const void *)fn))
+			abort(); /* no libc below us: nothing could run */
+		__atomic_store_n(&real, fn, __ATOMIC_RELEASE);
+	}
+	if (unlikely(nr == SYS_close) && !san_real_is_ours(__builtin_return_address(0)))
+		san_closing((int)a[0]);
+	return fn(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
 /*

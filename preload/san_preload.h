@@ -158,6 +158,8 @@ struct san_real {
 extern struct san_real san_real;
 
 const struct san_real *san_real_resolve(void);
+/* Is this address inside the library's own image (one of our wrappers, or a caller of ours)? */
+bool san_real_is_ours(const void *addr);
 
 /*
  * The real @name, resolving the table on first use: a wrapper may run before

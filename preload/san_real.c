@@ -49,7 +49,7 @@ static const struct san_real_sym san_real_syms[] = {
 extern const char __ehdr_start[] __attribute__((visibility("hidden")));
 extern const char _end[] __attribute__((visibility("hidden")));
 
-static bool san_real_is_ours(const void *fn)
+bool san_real_is_ours(const void *fn)
 {
 	return (const char *)fn >= __ehdr_start && (const char *)fn < _end;
 }
