@@ -370,6 +370,21 @@ pid_line() {
 		{ show "$1"; fail "$(basename -- "$1"): malformed stats line for pid $2"; }
 }
 
+# same_as_tcp NONE_OUT PRE_OUT WHAT — a probe's observations (its stdout, but for the "# pid N"
+# line) under the switch are the ones of its run over kernel TCP.
+same_as_tcp() {
+	diff <(grep -v '^# pid' "$1") <(grep -v '^# pid' "$2") ||
+		fail "$3 under the switch saw something else than over kernel TCP (above: < TCP, > switched)"
+}
+
+# probe_line OUT ERR — the stats line of the process that printed "# pid N" as its OUT's first line.
+probe_line() {
+	local pid
+	pid=$(sed -n '1s/^# pid //p' "$1")
+	[ -n "$pid" ] || { show "$1"; fail "$(basename -- "$1"): no '# pid' line"; }
+	pid_line "$2" "$pid"
+}
+
 # pids_switched OUT ERR N WHAT — each process that printed "# pid P" in OUT has one stats line in
 # ERR saying switched=N.
 pids_switched() {

@@ -24,10 +24,8 @@ done
 grep -q "200 echo connections: 200 echoed every byte and read end-of-file; others: \[\]" "$TMP/cli.none.out" &&
 	[ "$(grep -c '^server saw sink' "$TMP/cli.none.out")" -eq 5 ] ||
 	{ show "$TMP/cli.none.out"; fail "the kernel run itself went wrong"; }
-diff <(grep -v '^# pid' "$TMP/cli.none.out") <(grep -v '^# pid' "$TMP/cli.pre.out") ||
-	fail "asyncio under the switch saw something else than over kernel TCP (above: < TCP, > switched)"
-pid=$(sed -n 's/^# pid //p' "$TMP/cli.pre.out")
-cl=$(pid_line "$TMP/cli.pre.err" "$pid") || exit 1
+same_as_tcp "$TMP/cli.none.out" "$TMP/cli.pre.out" asyncio
+cl=$(probe_line "$TMP/cli.pre.out" "$TMP/cli.pre.err") || exit 1
 sl=$(pid_line "$TMP/srv.pre.err" "$spid") || exit 1
 [ "$(field "$cl" switched)" -ge 200 ] || fail "the 200 echo connections did not all switch at the client: $cl"
 [ "$(field "$sl" switched)" -eq "$(field "$cl" switched)" ] || fail "server $(field "$sl" switched), client $(field "$cl" switched): $sl"

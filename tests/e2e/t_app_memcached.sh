@@ -23,10 +23,8 @@ for mode in none pre; do
 done
 grep -q 'sizes 1000000 set=STORED get_same=True' "$TMP/probe.none.out" &&
 	grep -q 'all answered=True' "$TMP/probe.none.out" || { show "$TMP/probe.none.out"; fail "the kernel run itself went wrong"; }
-diff <(grep -v '^# pid' "$TMP/probe.none.out") <(grep -v '^# pid' "$TMP/probe.pre.out") ||
-	fail "the preloaded probe saw something else than over kernel TCP (above: < TCP, > switched)"
-pid=$(sed -n 's/^# pid //p' "$TMP/probe.pre.out")
-cl=$(pid_line "$TMP/probe.pre.err" "$pid") || exit 1
+same_as_tcp "$TMP/probe.none.out" "$TMP/probe.pre.out" "the probe"
+cl=$(probe_line "$TMP/probe.pre.out" "$TMP/probe.pre.err") || exit 1
 sl=$(pid_line "$TMP/mc.pre.err" "$mpid") || exit 1
 # most switch; a few of the 40 simultaneous ones fall back at the switch-over ("state", 1 to 6
 # in a run here: report of branch realapps), their bytes right on TCP

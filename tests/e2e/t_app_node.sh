@@ -41,8 +41,7 @@ grep -q 'server saw: net ECHO: end after 5000000 bytes' "$TMP/cli.pre.out" || fa
 [ "$(grep -c ' want ' "$TMP/cmp.none")" -ge 49 ] || { show "$TMP/cli.none.out"; fail "the kernel run did too little"; }
 diff "$TMP/cmp.none" "$TMP/cmp.pre" ||
 	fail "node under the switch saw something else than over kernel TCP (above: < TCP, > switched)"
-pid=$(sed -n 's/^# pid //p' "$TMP/cli.pre.out")
-cl=$(pid_line "$TMP/cli.pre.err" "$pid") || exit 1
+cl=$(probe_line "$TMP/cli.pre.out" "$TMP/cli.pre.err") || exit 1
 sl=$(pid_line "$TMP/srv.pre.err" "$spid") || exit 1
 c=$(field "$cl" connects) || exit 1
 [ "$(field "$cl" switched)" -ge 20 ] || fail "fewer than the agent's 20 connections switched at the client: $cl"

@@ -63,13 +63,11 @@ for mode in none pre; do
 	stop "$mpid" # redis exits on SIGTERM: every process prints its stats line
 done
 
-diff <(grep -v '^# pid' "$TMP/probe.none.out") <(grep -v '^# pid' "$TMP/probe.pre.out") ||
-	fail "the preloaded probe saw something else than over kernel TCP (above: < TCP, > switched)"
+same_as_tcp "$TMP/probe.none.out" "$TMP/probe.pre.out" "the probe"
 grep -q 'sizes 50000000 set=OK get_same=True' "$TMP/probe.none.out" || { show "$TMP/probe.none.out"; fail "the kernel run itself went wrong"; }
 grep -q "bgsave \['rdb_last_bgsave_status:ok'\] lastsave_changed=True.*: True" "$TMP/probe.pre.out" ||
 	{ show "$TMP/probe.pre.out"; fail "BGSAVE with open connections did not end well"; }
-pid=$(sed -n 's/^# pid //p' "$TMP/probe.pre.out")
-cl=$(pid_line "$TMP/probe.pre.err" "$pid") || exit 1
+cl=$(probe_line "$TMP/probe.pre.out" "$TMP/probe.pre.err") || exit 1
 conns=$(field "$cl" connects) || exit 1
 # every probe connection lives past its first exchange: all switch
 [ "$(field "$cl" switched)" -eq "$conns" ] && [ "$conns" -ge 30 ] ||

@@ -22,10 +22,8 @@ for mode in none pre; do
 done
 grep -q "file on the number just closed: True, read b'the file" "$TMP/cli.none.out" ||
 	{ show "$TMP/cli.none.out"; fail "over kernel TCP the file did not get the number or its bytes"; }
-diff <(grep -v '^# pid' "$TMP/cli.none.out") <(grep -v '^# pid' "$TMP/cli.pre.out") ||
-	fail "switched, the program saw something else than over kernel TCP (above: < TCP, > switched)"
-pid=$(sed -n 's/^# pid //p' "$TMP/cli.pre.out")
-l=$(pid_line "$TMP/cli.pre.err" "$pid") || exit 1
+same_as_tcp "$TMP/cli.none.out" "$TMP/cli.pre.out" raw_close.py
+l=$(probe_line "$TMP/cli.pre.out" "$TMP/cli.pre.err") || exit 1
 # 3 raw-closed connections switched (the 5-byte ones switch too: SANSWITCH_SWITCH_AFTER=0)
 [ "$(field "$l" switched)" -ge 3 ] || fail "the raw-closed connections did not switch: $l"
 log "3 rounds: a switched connection closed by syscall(SYS_close), a file on its number, a new" \
