@@ -1209,6 +1209,14 @@ void san_sock_stats_exit(void)
 	for (s = reg_list; s; s = s->proc->next) {
 		if (!s->committed || s->proc->closing || s->proc->orphan || s->dropped || !reg || reg[s->fd] != s)
 			continue;
+		/*
+		 * A fork shared it and another process goes on with it (it let go of it just before:
+		 * san_sock_exit_let_go): that one counts it when it ends it, not this one as well (a
+		 * redis BGSAVE child, which moves no byte, counted every connection's TCP bytes).
+		 */
+		if (__atomic_load_n(&s->proc->let_go, __ATOMIC_ACQUIRE) &&
+		    __atomic_load_n(&s->users, __ATOMIC_ACQUIRE) > 0)
+			continue;
 		if (!s->swapped) {
 			/* switched, though the application never read past the MARK (as at close);
 			 * every number of it, or the others would count as a fallback too */

@@ -8,7 +8,8 @@
 # (a second redis-server, --replicaof: a full sync, diskless, from a forked child of the
 # master) must hold the master's data (DEBUG DIGEST), and redis-benchmark (-P 16, -c 50) must
 # finish without errors. Every line the probe prints must be the kernel run's; preloaded, the
-# probe's connections all switch, and as many in the server, and the replica's link switches.
+# probe's connections all switch, and as many in the server, and the replica's link switches;
+# the master's forked children count no byte in their stats lines.
 # timeout: 150
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -74,6 +75,16 @@ conns=$(field "$cl" connects) || exit 1
 	fail "the probe's $conns connections did not all switch: $cl"
 sl=$(pid_line "$TMP/srv.pre.err" "$mpid") || exit 1
 [ "$(field "$sl" switched)" -ge "$conns" ] || fail "the server switched fewer than the probe's $conns: $sl"
+# redis's forked children (BGSAVE's, the replica's sync) move no byte of the connections they
+# share: their lines count none (the parent does, at its close; a child exiting counted every
+# connection's TCP bytes again)
+n=0
+while IFS= read -r l; do
+	[ "$(field "$l" tcp_tx_bytes)" -eq 0 ] && [ "$(field "$l" tcp_rx_bytes)" -eq 0 ] &&
+		[ "$(field "$l" switched)" -eq 0 ] || fail "a forked child of redis counts bytes it never moved: $l"
+	n=$((n + 1))
+done < <(grep '^sanswitch: pid=' "$TMP/srv.pre.err" | grep -v "^sanswitch: pid=$mpid ")
+[ "$n" -ge 2 ] || { grep '^sanswitch' "$TMP/srv.pre.err"; fail "$n lines of forked children, expected BGSAVE's and the sync's"; }
 bl=$(stats_line "$TMP/bench.pre.err") || exit 1
 [ "$(field "$bl" switched)" -ge 50 ] || fail "redis-benchmark's 50 clients did not switch: $bl"
 rl=$(pid_line "$TMP/rep.pre.err" "$rpid") || exit 1
