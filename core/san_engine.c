@@ -158,10 +158,14 @@ static int start_locked(void)
 		return -ENOSYS;
 	pthread_once(&fork_once, fork_register);
 	pthread_mutex_lock(&loop_lock);
-	san_fd_guard_enter(); /* libev's epoll_create1/eventfd are ours, not the application's */
+	/*
+	 * libev's epoll_create1 (in ev_loop_new) and eventfd (in ev_async_start) are ours, not the
+	 * application's: in the guard, the wrappers give them numbers above the program's.
+	 */
+	san_fd_guard_enter();
 	eng.loop = san_ev.ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOSIGMASK);
-	san_fd_guard_leave();
 	if (!eng.loop) {
+		san_fd_guard_leave();
 		pthread_mutex_unlock(&loop_lock);
 		san_err("engine: cannot create the event loop; connections stay on kernel TCP");
 		return -ENOMEM;
@@ -169,6 +173,7 @@ static int start_locked(void)
 	san_ev.ev_set_loop_release_cb(eng.loop, loop_release, loop_acquire);
 	ev_async_init(&eng.async, on_async);
 	san_ev.ev_async_start(eng.loop, &eng.async);
+	san_fd_guard_leave();
 
 	/*
 	 * The thread inherits this mask: it must never take the application's signals. loop_lock

@@ -125,6 +125,7 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 	  (int, fd_set *__restrict, fd_set *__restrict, fd_set *__restrict,                        \
 	   const struct timespec *__restrict, const sigset_t *__restrict),                         \
 	  true)                                                                                    \
+	X(eventfd, int, (unsigned int, int), false)                                                \
 	X(epoll_create, int, (int), false)                                                         \
 	X(epoll_create1, int, (int), false)                                                        \
 	X(epoll_ctl, int, (int, int, int, struct epoll_event *), false)                            \

@@ -6,6 +6,7 @@
 #include "preload/san_watch.h"
 
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -403,6 +404,26 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 	return SAN_REAL(pselect)(nfds, rfds, wfds, efds, timeout, sigmask);
 }
 
+/*
+ * eventfd(): only to give the engine's own (libev's ev_async, made in the guard) a number above
+ * the program's, as san_fd_hide() gives the library's sockets; one the program makes is its own.
+ */
+SAN_EXPORT int eventfd(unsigned int count, int flags)
+{
+	__typeof__(san_real.eventfd) fn = SAN_REAL(eventfd);
+	int fd;
+
+	if (unlikely(!fn))
+		return san_enosys();
+	fd = fn(count, flags);
+	if (fd >= 0) {
+		if (san_fd_guarded())
+			fd = san_fd_hide(fd);
+		san_track_new(fd, __func__);
+	}
+	return fd;
+}
+
 SAN_EXPORT int epoll_create(int size)
 {
 	__typeof__(san_real.epoll_create) fn = SAN_REAL(epoll_create);
@@ -412,6 +433,9 @@ SAN_EXPORT int epoll_create(int size)
 		return san_enosys();
 	fd = fn(size);
 	if (fd >= 0) {
+		/* the engine's own set (libev's, made in the guard): above the program's numbers */
+		if (san_fd_guarded())
+			fd = san_fd_hide(fd);
 		san_track_new(fd, __func__);
 		san_epshadow_created(fd);
 	}
@@ -427,6 +451,9 @@ SAN_EXPORT int epoll_create1(int flags)
 		return san_enosys();
 	fd = fn(flags);
 	if (fd >= 0) {
+		/* the engine's own set (libev's, made in the guard): above the program's numbers */
+		if (san_fd_guarded())
+			fd = san_fd_hide(fd);
 		san_track_new(fd, __func__);
 		san_epshadow_created(fd);
 	}
