@@ -26,7 +26,8 @@ SAN_EXPORT int close(int fd)
  * sockets all end through here, not through close(). Unseen, a switched connection's entry
  * outlived its number: the next socket, or file, that got the number was routed to the dead
  * connection (a file read EAGAIN, a new connection's first send EPIPE), and its peer heard of
- * the end only if our TCP socket was the number. Every other call passes straight through, as
+ * the end only if our TCP socket was the number. SYS_close_range is seen as close_range() is.
+ * Every other call passes straight through, as
  * does every call the library makes itself (its own system calls go through syscall(), also
  * while the table of real functions is being filled in: hence a pointer of its own, looked up
  * at the first call, which the library's start-up makes).
@@ -52,8 +53,13 @@ SAN_EXPORT long syscall(long nr, ...)
 			abort(); /* no libc below us: nothing could run */
 		__atomic_store_n(&real, fn, __ATOMIC_RELEASE);
 	}
-	if (unlikely(nr == SYS_close) && !san_real_is_ours(__builtin_return_address(0)))
-		san_closing((int)a[0]);
+	if (unlikely(nr == SYS_close || nr == SYS_close_range) &&
+	    !san_real_is_ours(__builtin_return_address(0))) {
+		if (nr == SYS_close)
+			san_closing((int)a[0]);
+		else if (!((unsigned int)a[2] & CLOSE_RANGE_CLOEXEC)) /* as close_range() */
+			san_track_close_range((unsigned int)a[0], (unsigned int)a[1]);
+	}
 	return fn(nr, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 
