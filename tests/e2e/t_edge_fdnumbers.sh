@@ -5,7 +5,10 @@
 # then takes a file, a pipe and a second connection, and prints every number and the open ones
 # below 100, once over kernel TCP and once preloaded (SANSWITCH_SWITCH_AFTER=0 and the default
 # policy). Before, the engine's epoll set and eventfd took the two lowest free numbers at the
-# first TCP socket, and every later number of the program was 2 higher than over TCP.
+# first TCP socket, and every later number of the program was 2 higher than over TCP. Left: fds
+# the library makes while a switch-over is under way (a socketpair, those that come over the side
+# channel) take the lowest free numbers for an instant before they move up, and a number the
+# program takes at that instant is one higher; the script waits for that to be over.
 # timeout: 30
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
