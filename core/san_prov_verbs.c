@@ -489,7 +489,7 @@ static int v_attach(struct vconn *v, struct san_sock *s)
 	 * wait in txr, and the peer believes the anchor's EOF once its CQ is empty. So the TCP
 	 * connection stays open, through this dup, until the provider is done (v_end).
 	 */
-	v->anchor = san_fd_hide(san_sys_fcntl(s->tcp, F_DUPFD_CLOEXEC, 0));
+	v->anchor = san_fd_dup_hidden(s->tcp);
 	if (v->anchor < 0)
 		return v->anchor; /* before the rings: a failure leaves s untouched */
 	r = san_shm_ring_prod_attach(&s->txr, v->map, one, V_MAX_MSG);

@@ -54,6 +54,23 @@ int san_sock_now_ms(void)
 	return (int)(ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
 }
 
+/* The first of the high numbers (-1: none, the soft limit being too small), found once. */
+static int hide_base(void)
+{
+	static int base;
+	int b = __atomic_load_n(&base, __ATOMIC_RELAXED);
+
+	if (!b) {
+		struct rlimit rl;
+
+		b = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 128
+			    ? (int)(rl.rlim_cur / 2 < 512 ? rl.rlim_cur / 2 : 512)
+			    : -1;
+		__atomic_store_n(&base, b, __ATOMIC_RELAXED);
+	}
+	return b;
+}
+
 /*
  * The engine's own long-lived fds (side channels, doorbell sockets, anchors) move to high
  * numbers: the kernel hands out the lowest free number, and a program may count on its own
@@ -63,19 +80,10 @@ int san_sock_now_ms(void)
  */
 int san_fd_hide(int fd)
 {
-	static int base;
-	int b = __atomic_load_n(&base, __ATOMIC_RELAXED), nfd;
+	int b = hide_base(), nfd;
 
 	if (fd < 0)
 		return fd;
-	if (!b) {
-		struct rlimit rl;
-
-		b = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur >= 128
-			    ? (int)(rl.rlim_cur / 2 < 512 ? rl.rlim_cur / 2 : 512)
-			    : -1;
-		__atomic_store_n(&base, b, __ATOMIC_RELAXED);
-	}
 	if (b < 0 || fd >= b)
 		return fd;
 	nfd = san_sys_fcntl(fd, F_DUPFD_CLOEXEC, b);
@@ -83,6 +91,25 @@ int san_fd_hide(int fd)
 		return fd;
 	san_sys_close(fd);
 	san_fd_clear(nfd); /* whatever a close we never saw left in that slot */
+	return nfd;
+}
+
+/*
+ * A close-on-exec dup of fd, made at a high number at once: a dup made low and then hidden holds
+ * the lowest free number for an instant, and a number the program takes at that instant (from
+ * another thread, or while the engine thread makes it) comes out one higher than over TCP.
+ */
+int san_fd_dup_hidden(int fd)
+{
+	int b = hide_base(), nfd;
+
+	if (b < 0)
+		return san_sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	nfd = san_sys_fcntl(fd, F_DUPFD_CLOEXEC, b);
+	if (nfd < 0)
+		/* every high number taken: a low one is better than none */
+		return san_sys_fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	san_fd_clear(nfd);
 	return nfd;
 }
 
@@ -1237,7 +1264,7 @@ int san_sock_swap(struct san_sock *s)
 {
 	int anchor, fl, fdfl, i;
 
-	anchor = san_fd_hide(san_sys_fcntl(s->fd, F_DUPFD_CLOEXEC, 0));
+	anchor = san_fd_dup_hidden(s->fd);
 	if (anchor < 0)
 		return anchor;
 	for (i = 0; i < s->proc->nep; i++)

@@ -448,6 +448,7 @@ int san_sock_now_ms(void);
 /* CLOCK_MONOTONIC in nanoseconds (the windows' deadlines). */
 uint64_t san_sock_now_ns(void);
 int san_fd_hide(int fd);
+int san_fd_dup_hidden(int fd);
 
 /* san_up.c: the upgrade (shm), and the pieces every provider's upgrade uses. */
 int san_up_a_run(struct san_sock *s);

@@ -607,7 +607,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	cma_for_peer(s, rx->cred.uid);
 	/* kept: a direct read is trusted only while the process it read from still lives */
 	if (rx->pidfd >= 0 && s->peer_pidfd < 0)
-		s->peer_pidfd = san_fd_hide(san_sys_fcntl(rx->pidfd, F_DUPFD_CLOEXEC, 0));
+		s->peer_pidfd = san_fd_dup_hidden(rx->pidfd);
 	s->peer_caps = p->caps;
 	s->txr.unhashed = (p->caps & SAN_CAP_UNHASHED) != 0; /* (as A's: the handshake's word) */
 	pthread_mutex_unlock(&s->lock);
@@ -1165,7 +1165,7 @@ static struct sock_watch *sock_watch(struct san_sock *s, int fd, int events,
 				     void (*cb)(struct ev_loop *, ev_io *, int))
 {
 	struct sock_watch *sw = calloc(1, sizeof(*sw));
-	int d = san_fd_hide(san_sys_fcntl(fd, F_DUPFD_CLOEXEC, 0));
+	int d = san_fd_dup_hidden(fd);
 
 	if (!sw || d < 0) {
 		if (d >= 0)
