@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+# tests/e2e/lite_promote.py CASE — a server's lite candidate (docs/engine.md §3) made a sock by
+# something other than a PROPOSE, both ends in this process, every reply checked:
+#   epoll: registered in an epoll set after the first exchange, with no call inside its gate:
+#          made a sock then, and the client's second request switches;
+#   dup:   dup()ed after the first exchange: the same, read through the dup;
+#   busy:  registered while another thread's receive is in the kernel (seen in
+#          /proc/self/task/TID/syscall, not guessed with a sleep): the connection stays TCP
+#          (that receive cannot be paused), and every byte still arrives.
+# Prints "lite CASE: ok"; exits 1 on a mismatch.
+import os
+import select
+import socket
+import sys
+import threading
+
+case = sys.argv[1]
+lst = socket.socket()
+lst.bind(("127.0.0.1", 0))
+lst.listen()
+cli = socket.create_connection(lst.getsockname())
+srv, _ = lst.accept()
+
+
+def recv_exact(s, n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            break
+        b += c
+    return b
+
+
+def fail(msg):
+    print("lite %s: MISMATCH %s" % (case, msg))
+    sys.exit(1)
+
+
+def exchange(i, server_sock):
+    req = (b"req%02d" % i) * 200
+    cli.sendall(req)
+    got = recv_exact(server_sock, len(req))
+    if got != req:
+        fail("request %d: %d bytes" % (i, len(got)))
+    server_sock.sendall(got[::-1])
+    back = recv_exact(cli, len(req))
+    if back != req[::-1]:
+        fail("reply %d: %d bytes" % (i, len(back)))
+
+
+def in_recv(tid):
+    # x86_64: recvfrom 45, recvmsg 47 (the preload receives with recvmsg); a sock's
+    # candidate path waits in poll 7 / ppoll 271 (SANSWITCH_LITE=0)
+    try:
+        with open("/proc/self/task/%d/syscall" % tid) as f:
+            return f.read().split()[0] in ("45", "47", "7", "271")
+    except OSError:
+        return False
+
+
+ep = select.epoll()
+if case == "epoll":
+    exchange(0, srv)
+    ep.register(srv.fileno(), select.EPOLLIN)
+    for i in range(1, 4):
+        exchange(i, srv)
+elif case == "dup":
+    exchange(0, srv)
+    d = socket.socket(fileno=os.dup(srv.fileno()))
+    for i in range(1, 4):
+        exchange(i, d)
+    d.close()
+elif case == "busy":
+    first = (b"first") * 100
+    box = {}
+    ready = threading.Event()
+
+    def reader():
+        box["tid"] = threading.get_native_id()
+        ready.set()
+        box["got"] = recv_exact(srv, len(first))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    ready.wait()
+    for _ in range(1000000):
+        if in_recv(box["tid"]):
+            break
+    else:
+        fail("the reader thread never waited in the kernel")
+    ep.register(srv.fileno(), select.EPOLLIN)  # another thread's call is inside the gate
+    cli.sendall(first)
+    t.join()
+    if box["got"] != first:
+        fail("first request: %d bytes" % len(box["got"]))
+    srv.sendall(first[::-1])
+    if recv_exact(cli, len(first)) != first[::-1]:
+        fail("first reply")
+    for i in range(1, 4):
+        exchange(i, srv)
+else:
+    print("lite: unknown case %s" % case)
+    sys.exit(2)
+ep.close()
+cli.close()
+if srv.recv(1) != b"":
+    fail("no end of file")
+srv.close()
+print("lite %s: ok" % case)
