@@ -703,16 +703,14 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 /*
  * Lite candidates (san_lite.h): for a connection accepted on a listener whose name we serve
  * (the PROPOSE comes here; a worker names its connections at its first data call, which needs
- * the sock), in a process that has never forked (a fork's records are the sock's) and is not
- * sandboxed, where the client waits before it proposes (SANSWITCH_SWITCH_AFTER > 0: an A of 0
+ * the sock), in a process that is not sandboxed, where the client waits before it proposes (SANSWITCH_SWITCH_AFTER > 0: an A of 0
  * proposes before any byte, and holds its first data call for the answer, which a gate busy
  * with B's blocking receive would refuse) and no client can propose from another host (verbs'
  * A proposes in its first data call too). SANSWITCH_LITE=0 makes every candidate a sock.
  */
 static bool lite_wanted(void)
 {
-	return san_cfg.lite && san_cfg.switch_after && !san_prov_remote() &&
-	       !__atomic_load_n(&fork_gen, __ATOMIC_SEQ_CST) && !san_core_is_sandboxed();
+	return san_cfg.lite && san_cfg.switch_after && !san_prov_remote() && !san_core_is_sandboxed();
 }
 
 /*
@@ -800,6 +798,7 @@ static void lite_settle_all(unsigned int reason)
 void san_sock_on_accept(int lfd, int fd)
 {
 	struct san_sock *s;
+	unsigned int gen;
 	bool serves;
 
 	/* (libev, as for a connect: san_ev_load) */
@@ -812,9 +811,13 @@ void san_sock_on_accept(int lfd, int fd)
 		return;
 	/* the PROPOSE comes to the listener's name if we serve it, else to the connection's */
 	serves = san_up_serves(lfd);
+	gen = __atomic_load_n(&fork_gen, __ATOMIC_SEQ_CST);
 	if (serves && lite_wanted() && san_lite_open(fd, san_stats_conn_of(fd))) {
-		/* a fork that began meanwhile did not see it (its scan, lite_settle_all): now */
-		if (__atomic_load_n(&fork_gen, __ATOMIC_SEQ_CST))
+		/*
+		 * A fork's prepare handler makes every lite candidate a sock (its records are
+		 * socks'); one that began meanwhile may not have seen this one: now, then.
+		 */
+		if (__atomic_load_n(&fork_gen, __ATOMIC_SEQ_CST) != gen)
 			san_sock_put(san_sock_get(fd));
 		return;
 	}

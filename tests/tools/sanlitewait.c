@@ -7,8 +7,7 @@
  *
  *   sanlitewait MODE     print one line: "MODE: r=<n or -1 errno> handler <N>x; then r=<...>"
  *
- * A thread of the process is the client (a fork would make the server a process that has
- * forked, whose candidates are never lite): three one-byte exchanges, then nothing for 400 ms,
+ * A thread of the process is the client: three one-byte exchanges, then nothing for 400 ms,
  * then 3 bytes, then a close 200 ms later; SIGALRM is blocked there, so the server's thread
  * takes it. The server, after the exchanges, arms
  * SIGALRM for 100 ms and receives:
