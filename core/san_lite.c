@@ -62,6 +62,7 @@ bool san_lite_open(int fd, struct san_stats_conn *stc)
 	l->tx = l->rx = 0;
 	l->stc = stc;
 	l->sent = l->touched = l->sleepers = 0;
+	l->nep = 0;
 	/* (the engine's tuple is tagged with the generation it was asked for) */
 	__atomic_store_n(&l->gate, (((g >> 32) + 1) << 32) | SAN_LITE_LIVE, __ATOMIC_SEQ_CST);
 	end = __atomic_load_n(&lites_end, __ATOMIC_RELAXED);

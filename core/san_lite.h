@@ -4,10 +4,14 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 
 #include "core/san_owner.h"
 
 struct san_stats_conn;
+
+/* Registrations a lite candidate keeps itself (an event loop's one set); one more makes the sock. */
+#define SAN_LITE_EPOLL_MAX 2
 
 /*
  * A server's candidate (B) costs a sock from accept() to close(): a slot, its process-shared
@@ -37,6 +41,12 @@ struct san_lite {
 	uint32_t sent;		    /* a send has gone: a blocking receive waits outside the gate */
 	uint32_t touched;	    /* a data call was made (san_up.c: not waiting for a fork child) */
 	uint32_t sleepers;	    /* calls inside that may sleep in the kernel (blocking ones) */
+	uint32_t ep_lock;	    /* held while nep/ep change (epoll_ctl calls, inside the gate) */
+	uint32_t nep;		    /* its registrations in epoll sets, for the sock's swap */
+	struct {
+		int epfd;
+		struct epoll_event ev;
+	} ep[SAN_LITE_EPOLL_MAX];
 	uint32_t tuple_gen;	    /* the generation the tuple was asked for (engine only) */
 	uint32_t tuple_state;	    /* 0 unknown, 1 known, 2 cannot be asked (engine only) */
 	struct san_tuple tuple;	    /* (engine only) */

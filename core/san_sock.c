@@ -733,6 +733,11 @@ static void lite_make_sock(int fd, struct san_lite *l, uint32_t gen)
 			s->tuple = l->tuple; /* (asked by the engine for this connection) */
 			s->tuple_known = true;
 		}
+		for (uint32_t i = 0; i < l->nep; i++) {
+			struct san_sock_epreg r = { .epfd = l->ep[i].epfd, .fd = fd, .ev = l->ep[i].ev };
+
+			sock_adopt_early(s, &r, 1); /* (an EPOLLET one asks for its edges) */
+		}
 		sock_register(s); /* (frees s, and leaves fd on TCP, if it cannot) */
 	}
 	san_lite_end(l, gen);
@@ -3108,14 +3113,51 @@ int san_sock_anchor(int fd)
  * swap's DEL and ADD (a registration made there would stay on the TCP file, which never
  * becomes readable again). Registrations are recorded for the swap to move.
  */
+/*
+ * epoll_ctl() of a lite candidate: made, and kept in its record (the swap re-creates the
+ * registrations: lite_make_sock), inside its gate so that no sock is made meanwhile. One more
+ * than it keeps, or another set's call at once, and it is not done here. True with *out the
+ * result.
+ */
+static bool lite_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, int *out)
+{
+	struct san_lite *l;
+	uint32_t gen, i;
+	bool done = false;
+
+	if (!san_lite_of(fd) || !(l = lite_enter(fd, &gen)))
+		return false;
+	if (!__atomic_exchange_n(&l->ep_lock, 1, __ATOMIC_ACQUIRE)) {
+		for (i = 0; i < l->nep && l->ep[i].epfd != epfd; i++)
+			;
+		if (op == EPOLL_CTL_DEL || (ev && (i < l->nep || i < SAN_LITE_EPOLL_MAX))) {
+			done = true;
+			*out = san_sys_epoll_ctl(epfd, op, fd, ev);
+			if (*out == 0 && op == EPOLL_CTL_DEL && i < l->nep)
+				l->ep[i] = l->ep[--l->nep];
+			else if (*out == 0 && op != EPOLL_CTL_DEL) {
+				l->ep[i].epfd = epfd;
+				l->ep[i].ev = *ev;
+				if (i == l->nep)
+					l->nep++;
+			}
+		}
+		__atomic_store_n(&l->ep_lock, 0, __ATOMIC_RELEASE);
+	}
+	san_lite_leave(l, gen);
+	return done;
+}
+
 int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s;
 	struct epoll_event kev;
 	bool muted = false;
 	int r, i;
 
-	if (!s)
+	if (lite_epoll_ctl(epfd, op, fd, ev, &r))
+		return r;
+	if (!(s = san_sock_get(fd)))
 		return SAN_PASS;
 	san_sock_lock(s);
 	if (op != EPOLL_CTL_DEL)

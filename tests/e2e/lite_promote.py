@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-# tests/e2e/lite_promote.py CASE — a server's lite candidate (docs/engine.md §3) made a sock by
-# something other than a PROPOSE, both ends in this process, every reply checked:
-#   epoll: registered in an epoll set after the first exchange, with no call inside its gate:
-#          made a sock then, and the client's second request switches;
-#   dup:   dup()ed after the first exchange: the same, read through the dup;
-#   busy:  registered while another thread's receive is in the kernel (seen in
+# tests/e2e/lite_promote.py CASE — a server's lite candidate (docs/engine.md §3) and what makes
+# it a sock, both ends in this process, every reply checked:
+#   epoll: registered in an epoll set after the first exchange (the lite candidate keeps the
+#          registration), each later request waited for with that set: the client's second
+#          request switches, and the swap must have moved the registration (or the wait hangs);
+#   dup:   dup()ed after the first exchange: made a sock then, and the second request switches,
+#          read through the dup;
+#   busy:  dup()ed while another thread's receive is in the kernel (seen in
 #          /proc/self/task/TID/syscall, not guessed with a sleep): the connection stays TCP
 #          (that receive cannot be paused), and every byte still arrives.
 # Prints "lite CASE: ok"; exits 1 on a mismatch.
@@ -37,9 +39,18 @@ def fail(msg):
     sys.exit(1)
 
 
-def exchange(i, server_sock):
+def exchange(i, server_sock, wait=None):
     req = (b"req%02d" % i) * 200
-    cli.sendall(req)
+    if wait:
+        # sent 0.2 s into the wait, which by then sleeps in the kernel: only the registration
+        # the swap re-made (not a look at the ring before sleeping) can wake it
+        t = threading.Timer(0.2, cli.sendall, (req,))
+        t.start()
+        if not wait.poll(10):
+            fail("request %d: the epoll set never reported it" % i)
+        t.join()
+    else:
+        cli.sendall(req)
     got = recv_exact(server_sock, len(req))
     if got != req:
         fail("request %d: %d bytes" % (i, len(got)))
@@ -64,7 +75,7 @@ if case == "epoll":
     exchange(0, srv)
     ep.register(srv.fileno(), select.EPOLLIN)
     for i in range(1, 4):
-        exchange(i, srv)
+        exchange(i, srv, ep)
 elif case == "dup":
     exchange(0, srv)
     d = socket.socket(fileno=os.dup(srv.fileno()))
@@ -89,7 +100,7 @@ elif case == "busy":
             break
     else:
         fail("the reader thread never waited in the kernel")
-    ep.register(srv.fileno(), select.EPOLLIN)  # another thread's call is inside the gate
+    d = os.dup(srv.fileno())  # another thread's call is inside the gate
     cli.sendall(first)
     t.join()
     if box["got"] != first:
@@ -99,6 +110,7 @@ elif case == "busy":
         fail("first reply")
     for i in range(1, 4):
         exchange(i, srv)
+    os.close(d)
 else:
     print("lite: unknown case %s" % case)
     sys.exit(2)

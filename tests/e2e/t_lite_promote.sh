@@ -1,9 +1,11 @@
 #!/bin/bash
-# t_lite_promote — a server's lite candidate (docs/engine.md §3) made a sock by an epoll_ctl or a
-# dup() with no call inside its gate switches at the client's second request (switched=2: both
-# ends are this process); one registered while another thread's receive is in the kernel stays
-# TCP (switched=0, the server's fallback not_attempted), every byte checked (lite_promote.py).
-# The same with SANSWITCH_LITE=0, where every candidate is a sock from accept(): all switch.
+# t_lite_promote — a server's lite candidate (docs/engine.md §3) registered in an epoll set keeps
+# the registration and switches at the client's second request, the set reporting each later
+# request (the swap moved it); one made a sock by a dup() with no call inside its gate switches
+# too (switched=2: both ends are this process); one dup()ed while another thread's receive is in
+# the kernel stays TCP (switched=0, the server's fallback not_attempted), every byte checked
+# (lite_promote.py). The same with SANSWITCH_LITE=0, where every candidate is a sock from
+# accept(): all switch.
 # timeout: 90
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
