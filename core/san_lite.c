@@ -58,7 +58,23 @@ bool san_lite_open(int fd, struct san_stats_conn *stc)
 
 	if (san_lite_init(san_fdt.size) < 0 || !(l = slot(fd)))
 		return false;
-	g = __atomic_load_n(&l->gate, __ATOMIC_ACQUIRE);
+	for (;;) {
+		g = __atomic_load_n(&l->gate, __ATOMIC_ACQUIRE);
+		if (!(g & SAN_LITE_CALLS))
+			break;
+		/*
+		 * Calls of the number's previous connection are still inside (another thread's
+		 * receive, its number closed under it): what they move is not this connection's,
+		 * and their lite_moved() and sleepers count would land in this record. No lite:
+		 * a sock. (A gate left open by a close we never saw is shut first.)
+		 */
+		if (!(g & SAN_LITE_LIVE) ||
+		    __atomic_compare_exchange_n(&l->gate, &g,
+						(g & ~(uint64_t)(SAN_LITE_LIVE | SAN_LITE_DRAIN)) |
+							SAN_LITE_CLOSED,
+						false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return false;
+	}
 	l->tx = l->rx = 0;
 	l->stc = stc;
 	l->sent = l->touched = l->sleepers = 0;
@@ -173,13 +189,20 @@ struct san_lite *san_lite_shut(int fd, uint32_t *gen)
 		g = __atomic_load_n(&l->gate, __ATOMIC_ACQUIRE);
 		if (!(g & SAN_LITE_LIVE))
 			return NULL;
-		if (g & (SAN_LITE_CLOSED | SAN_LITE_DRAIN)) {
+		if (g & SAN_LITE_CLOSED) {
 			/* being made a sock: the caller finds that once it is done */
 			san_lite_wait_closing(fd);
 			continue;
 		}
-		/* (calls inside leave through the generation's count, which stays) */
-		if (__atomic_compare_exchange_n(&l->gate, &g, (g & ~(uint64_t)SAN_LITE_LIVE) | SAN_LITE_CLOSED,
+		/*
+		 * (calls inside leave through the generation's count, which stays). A drain of the
+		 * engine's is overridden, not waited for: the engine may be unable to run (a fork's
+		 * prepare handler holds its loop, san_engine.c), and its next look finds no lite
+		 * (san_lite_drain -1; san_lite_undrain does nothing to a gate that is not LIVE).
+		 */
+		if (__atomic_compare_exchange_n(&l->gate, &g,
+						(g & ~(uint64_t)(SAN_LITE_LIVE | SAN_LITE_DRAIN)) |
+							SAN_LITE_CLOSED,
 						false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 			*gen = (uint32_t)(g >> 32);
 			return l;
@@ -208,6 +231,21 @@ void san_lite_wait_closing(int fd)
 			nanosleep(&ts, NULL);
 		}
 	}
+}
+
+bool san_lite_forget(int fd)
+{
+	struct san_lite *l = slot(fd);
+	uint64_t g;
+
+	if (!l)
+		return false;
+	g = __atomic_load_n(&l->gate, __ATOMIC_ACQUIRE);
+	if (!(g & SAN_LITE_LIVE))
+		return false;
+	/* (whatever the calls, closers or drains of other threads were: they are not here) */
+	__atomic_store_n(&l->gate, (g >> 32) << 32, __ATOMIC_RELEASE);
+	return true;
 }
 
 unsigned int san_lite_end_of_numbers(void)

@@ -40,7 +40,7 @@ struct san_lite {
 	struct san_stats_conn *stc; /* its sanstat slot, or NULL */
 	uint32_t sent;		    /* a send has gone: a blocking receive waits outside the gate */
 	uint32_t touched;	    /* a data call was made (san_up.c: not waiting for a fork child) */
-	uint32_t sleepers;	    /* calls inside that may sleep in the kernel (blocking ones) */
+	uint32_t sleepers;	    /* blocking receives inside (they may wait for the client) */
 	uint32_t ep_lock;	    /* held while nep/ep change (epoll_ctl calls, inside the gate) */
 	uint32_t nep;		    /* its registrations in epoll sets, for the sock's swap */
 	struct {
@@ -63,7 +63,8 @@ int san_lite_init(unsigned int size);
 /* fd's record if fd names a live lite candidate (gate open or closing), else NULL. */
 struct san_lite *san_lite_of(int fd);
 
-/* accept(): fd is a lite candidate now. False: no table. */
+/* accept(): fd is a lite candidate now. False: no table, or calls of the number's last
+ * connection still inside its gate (closed under them): make a sock. */
 bool san_lite_open(int fd, struct san_stats_conn *stc);
 
 /*
@@ -91,10 +92,18 @@ void san_lite_undrain(int fd);
 void san_lite_end(struct san_lite *l, uint32_t gen);
 
 /*
- * close(): the gate closes whatever calls are inside (they leave by themselves). The record,
- * or NULL if fd was no lite candidate; *gen its generation.
+ * close(): the gate closes whatever calls are inside (they leave by themselves), and over a
+ * drain of the engine's (which then finds no lite); it waits only for a closer making a sock.
+ * The record, or NULL if fd was no lite candidate; *gen its generation.
  */
 struct san_lite *san_lite_shut(int fd, uint32_t *gen);
+
+/*
+ * A fork child: fd is no lite candidate any more, at once, whatever state the parent's threads
+ * left its gate in (a closer, a drain of the engine's: none of them exists here, and waiting
+ * for them would wait for ever). True if it was one.
+ */
+bool san_lite_forget(int fd);
 
 /* Another thread is closing (or the engine draining) fd's gate: wait until it has decided. */
 void san_lite_wait_closing(int fd);

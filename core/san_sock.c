@@ -132,14 +132,18 @@ static struct san_sock *reg_get(int fd)
 
 static struct san_sock *lite_promote(int fd);
 
-/* fd's sock; a lite candidate's is made now (san_lite.h): whoever asks needs it. */
+/*
+ * fd's sock; a lite candidate's is made now (san_lite.h): whoever asks needs it. The gate is
+ * looked at first: a lite's gate ends only after its sock is registered (lite_make_sock), so
+ * a gate found gone means the registry has whatever there is. (The other way round, the engine
+ * could make the sock between the two looks, and an epoll_ctl would go unrecorded: its swap
+ * would not move the registration, and an EPOLLET waiter would miss its edges.)
+ */
 struct san_sock *san_sock_get(int fd)
 {
-	struct san_sock *s = reg_get(fd);
-
-	if (s || !san_lite_of(fd))
-		return s;
-	return lite_promote(fd);
+	if (unlikely(san_lite_of(fd)))
+		return lite_promote(fd);
+	return reg_get(fd);
 }
 
 int san_sock_all(struct san_sock ***out)
@@ -457,8 +461,18 @@ static void sock_touch(struct san_sock *s)
 
 void san_sock_touch_fd(int fd)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s = reg_get(fd);
+	struct san_lite *l;
 
+	/*
+	 * A wait touches a lite candidate without making it a sock: a poll() is nothing that
+	 * needs one, and a promotion now would leave it on TCP if another thread's call is inside.
+	 */
+	if (!s && (l = san_lite_of(fd))) {
+		__atomic_store_n(&l->touched, 1, __ATOMIC_RELAXED);
+		(void)san_fd_set_flags(fd, SAN_FDF_TOUCHED, 0);
+		return;
+	}
 	if (!s)
 		return;
 	san_sock_lock(s);
@@ -728,6 +742,8 @@ static void lite_make_sock(int fd, struct san_lite *l, uint32_t gen)
 		s->tcp_rx = __atomic_load_n(&l->rx, __ATOMIC_RELAXED);
 		s->proc->name_decided = true;
 		s->touched = __atomic_load_n(&l->touched, __ATOMIC_RELAXED);
+		if (s->touched) /* (as sock_touch: the waits look at the flag, untouched_fd) */
+			(void)san_fd_set_flags(fd, SAN_FDF_TOUCHED, 0);
 		s->proc->stc = l->stc;
 		if (l->tuple_state == 1 && l->tuple_gen == gen) {
 			s->tuple = l->tuple; /* (asked by the engine for this connection) */
@@ -788,15 +804,50 @@ static struct san_sock *lite_promote(int fd)
  */
 #define SAN_LITE_CHILD (~0u)
 
+/*
+ * The fork's prepare handler: as lite_promote, but a gate the engine drains is left on TCP, not
+ * waited for: the engine's own prepare handler (san_engine.c, fork_prepare) runs before ours
+ * and holds its loop, so the drain's next look would never come.
+ */
+static void lite_promote_for_fork(int fd)
+{
+	struct san_lite *l;
+	uint32_t gen;
+
+	while ((l = san_lite_of(fd))) {
+		if (san_lite_close_gate(fd, &gen)) {
+			lite_make_sock(fd, l, gen);
+			return;
+		}
+		if (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & SAN_LITE_CLOSED) {
+			san_lite_wait_closing(fd); /* an application thread makes it (not the engine:
+						    * it cannot run now, or we do not hold its loop) */
+			continue;
+		}
+		lite_drop(fd, SAN_FB_NOT_ATTEMPTED); /* a call inside, or the engine draining */
+		return;
+	}
+}
+
 static void lite_settle_all(unsigned int reason)
 {
 	for (unsigned int fd = 0, end = san_lite_end_of_numbers(); fd < end; fd++) {
+		if (reason == SAN_LITE_CHILD) {
+			/*
+			 * The child's copy of a gate may be closed or draining by a thread of the
+			 * parent's (an accept that raced the prepare handler's scan and is making its
+			 * sock): nobody here will ever finish that. Forget it without waiting.
+			 */
+			if (san_lite_forget((int)fd))
+				san_sock_drop_fd((int)fd, false, 0);
+			continue;
+		}
 		if (!san_lite_of((int)fd))
 			continue;
 		if (reason)
-			lite_drop((int)fd, reason == SAN_LITE_CHILD ? 0 : reason);
+			lite_drop((int)fd, reason);
 		else
-			san_sock_put(lite_promote((int)fd));
+			lite_promote_for_fork((int)fd);
 	}
 }
 
@@ -2286,9 +2337,24 @@ static bool lite_recv_wait(int fd, struct msghdr *m, int flags, ssize_t *out)
 		int w;
 
 		if (!(l = lite_enter(fd, &gen))) {
-			/* (made a sock meanwhile: what was taken is this call's, short as after a signal) */
+			struct msghdr rest = *m;
+			ssize_t k;
+
+			/* made a sock meanwhile: the sock's path does the call, or takes the rest */
 			if (!done)
 				return false;
+			if (!waitall || done >= total)
+				break;
+			/* (MSG_WAITALL returns short only at a signal, an error or the end, as TCP) */
+			rest.msg_iov = sl;
+			rest.msg_iovlen = (size_t)iov_slice(m->msg_iov, (int)m->msg_iovlen, done,
+							    total - done, sl, 64);
+			k = san_sock_recvmsg(fd, &rest, flags);
+			if (k == SAN_PASS) /* (left on TCP meanwhile: the kernel's receive) */
+				k = san_sys_recvmsg(fd, &rest, flags);
+			if (k > 0)
+				done += (size_t)k;
+			m->msg_flags = rest.msg_flags;
 			break;
 		}
 		mh.msg_iov = sl;
@@ -2352,7 +2418,14 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 		san_lite_leave(l, gen);
 		return lite_recv_wait(fd, m, flags, out);
 	}
-	/* (the engine, draining the gate for a PROPOSE, waits for calls that cannot sleep) */
+	/*
+	 * The engine, draining the gate for a PROPOSE, waits for calls that cannot sleep, but not
+	 * for a blocking receive: that one may wait for the very client that waits for our answer.
+	 * A blocking send returns as soon as the kernel has its bytes (A may propose the moment
+	 * our reply has reached it, before our send has returned); one held by a full buffer is
+	 * waited for 20 ms at most, then refused BUSY.
+	 */
+	may_sleep = may_sleep && !send;
 	if (may_sleep)
 		__atomic_add_fetch(&l->sleepers, 1, __ATOMIC_SEQ_CST);
 	r = send ? san_sys_sendmsg(fd, m, flags) : san_sys_recvmsg(fd, m, flags);
@@ -3275,8 +3348,13 @@ int san_sock_passthrough(int fd)
 	int r = 0;
 
 	if (san_lite_of(fd)) {
-		lite_drop(fd, SAN_R_STATE); /* (no sock to make first) */
-		return 0;
+		uint32_t gen;
+
+		/* (no sock to make first; one made meanwhile is dropped below) */
+		if (san_lite_shut(fd, &gen)) {
+			san_sock_drop_fd(fd, false, SAN_R_STATE);
+			return 0;
+		}
 	}
 	s = san_sock_get(fd);
 

@@ -80,9 +80,12 @@ START_TEST(test_generations)
 	REQUIRE(san_lite_shut(7, &g) == l && g == old);
 	REQUIRE(san_lite_of(7) == NULL);
 	REQUIRE(san_lite_enter(7, &g) == NULL);
+	/* the earlier call is still inside: the number's next connection gets no lite (a sock) */
+	REQUIRE(!san_lite_open(7, NULL));
+	san_lite_leave(l, old); /* the earlier call returns */
 	REQUIRE(san_lite_open(7, NULL));
 	REQUIRE(san_lite_enter(7, &cur) == l && cur != old);
-	san_lite_leave(l, old);			/* the earlier call returns */
+	san_lite_leave(l, old);			/* a stale leave again: no effect */
 	REQUIRE(!san_lite_close_gate(7, &g)); /* the later one is still inside */
 	san_lite_leave(l, cur);
 	REQUIRE(san_lite_close_gate(7, &g) && g == cur);
@@ -91,6 +94,42 @@ START_TEST(test_generations)
 	/* out of the table: never a lite candidate */
 	REQUIRE(san_lite_of(-1) == NULL && san_lite_of(64) == NULL);
 	REQUIRE(!san_lite_open(64, NULL));
+}
+END_TEST
+
+/* close() shuts a gate the engine drains without waiting for the engine; the drain ends. */
+START_TEST(test_shut_over_drain)
+{
+	struct san_lite *l;
+	uint32_t gen, dgen, g;
+
+	REQUIRE(san_lite_open(8, NULL));
+	l = san_lite_of(8);
+	REQUIRE(san_lite_enter(8, &gen) == l);
+	REQUIRE(san_lite_drain(8, &dgen) == 0);
+	REQUIRE(san_lite_shut(8, &g) == l && g == gen); /* (did not wait) */
+	REQUIRE(san_lite_of(8) == NULL);
+	REQUIRE(san_lite_drain(8, &dgen) == -1);
+	san_lite_undrain(8);
+	REQUIRE(san_lite_of(8) == NULL);
+	san_lite_leave(l, gen);
+	REQUIRE(san_lite_open(8, NULL));
+	REQUIRE(san_lite_close_gate(8, &g));
+	san_lite_end(l, g);
+}
+END_TEST
+
+/* A fork child forgets a gate closed or drained by a thread of the parent's, without waiting. */
+START_TEST(test_forget)
+{
+	uint32_t g;
+
+	REQUIRE(san_lite_open(9, NULL));
+	REQUIRE(san_lite_close_gate(9, &g)); /* a parent's thread making the sock as the fork came */
+	REQUIRE(san_lite_forget(9));
+	REQUIRE(san_lite_of(9) == NULL);
+	REQUIRE(!san_lite_forget(9));
+	REQUIRE(san_lite_shut(9, &g) == NULL);
 }
 END_TEST
 
@@ -104,6 +143,8 @@ Suite *make_lite_suite(void)
 	tcase_add_test(tc, test_close_needs_no_call_inside);
 	tcase_add_test(tc, test_drain);
 	tcase_add_test(tc, test_generations);
+	tcase_add_test(tc, test_shut_over_drain);
+	tcase_add_test(tc, test_forget);
 	suite_add_tcase(s, tc);
 	return s;
 }
