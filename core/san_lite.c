@@ -79,6 +79,7 @@ bool san_lite_open(int fd, struct san_stats_conn *stc)
 	l->stc = stc;
 	l->sent = l->touched = l->sleepers = 0;
 	l->nep = 0;
+	l->ep_lock = 0; /* (a fork child's copy may hold a parent thread's) */
 	/* (the engine's tuple is tagged with the generation it was asked for) */
 	__atomic_store_n(&l->gate, (((g >> 32) + 1) << 32) | SAN_LITE_LIVE, __ATOMIC_SEQ_CST);
 	end = __atomic_load_n(&lites_end, __ATOMIC_RELAXED);
@@ -245,6 +246,29 @@ bool san_lite_forget(int fd)
 		return false;
 	/* (whatever the calls, closers or drains of other threads were: they are not here) */
 	__atomic_store_n(&l->gate, (g >> 32) << 32, __ATOMIC_RELEASE);
+	return true;
+}
+
+bool san_lite_forget_stale(int fd)
+{
+	struct san_lite *l = slot(fd);
+	uint64_t g;
+
+	if (!l)
+		return false;
+	g = __atomic_load_n(&l->gate, __ATOMIC_ACQUIRE);
+	do {
+		if (!(g & SAN_LITE_LIVE))
+			return false;
+		/*
+		 * (the calls inside stay counted: they are this process's threads, and leave through
+		 * the generation's count; until they have, san_lite_open makes the number's next
+		 * connection a sock, as after a close we saw)
+		 */
+	} while (!__atomic_compare_exchange_n(&l->gate, &g,
+					      g & ~(uint64_t)(SAN_LITE_LIVE | SAN_LITE_CLOSED |
+							      SAN_LITE_DRAIN),
+					      false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
 	return true;
 }
 

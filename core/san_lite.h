@@ -40,7 +40,7 @@ struct san_lite {
 	struct san_stats_conn *stc; /* its sanstat slot, or NULL */
 	uint32_t sent;		    /* a send has gone: a blocking receive waits outside the gate */
 	uint32_t touched;	    /* a data call was made (san_up.c: not waiting for a fork child) */
-	uint32_t sleepers;	    /* blocking receives inside (they may wait for the client) */
+	uint32_t sleepers;	    /* blocking receives in the kernel (they may wait for the client) */
 	uint32_t ep_lock;	    /* held while nep/ep change (epoll_ctl calls, inside the gate) */
 	uint32_t nep;		    /* its registrations in epoll sets, for the sock's swap */
 	struct {
@@ -104,6 +104,13 @@ struct san_lite *san_lite_shut(int fd, uint32_t *gen);
  * for them would wait for ever). True if it was one.
  */
 bool san_lite_forget(int fd);
+
+/*
+ * A close the wrappers never saw (san_track.c, a stale slot): fd is no lite candidate any more,
+ * at once, but the calls of this process's threads still inside stay counted (san_lite_open
+ * refuses the number until they have left). True if it was one.
+ */
+bool san_lite_forget_stale(int fd);
 
 /* Another thread is closing (or the engine draining) fd's gate: wait until it has decided. */
 void san_lite_wait_closing(int fd);

@@ -461,19 +461,25 @@ static void sock_touch(struct san_sock *s)
 
 void san_sock_touch_fd(int fd)
 {
-	struct san_sock *s = reg_get(fd);
+	struct san_sock *s;
 	struct san_lite *l;
 
 	/*
 	 * A wait touches a lite candidate without making it a sock: a poll() is nothing that
 	 * needs one, and a promotion now would leave it on TCP if another thread's call is inside.
+	 * The gate first, as san_sock_get: a sock made after our store copies the mark
+	 * (lite_make_sock reads it after closing the gate); one being made is waited for and
+	 * touched as a sock (looking in the registry first, the engine could make the sock
+	 * between the two looks, and the touch was lost).
 	 */
-	if (!s && (l = san_lite_of(fd))) {
-		__atomic_store_n(&l->touched, 1, __ATOMIC_RELAXED);
+	if ((l = san_lite_of(fd))) {
+		__atomic_store_n(&l->touched, 1, __ATOMIC_SEQ_CST);
 		(void)san_fd_set_flags(fd, SAN_FDF_TOUCHED, 0);
-		return;
+		if (!(__atomic_load_n(&l->gate, __ATOMIC_SEQ_CST) & SAN_LITE_CLOSED))
+			return;
+		san_lite_wait_closing(fd);
 	}
-	if (!s)
+	if (!(s = reg_get(fd)))
 		return;
 	san_sock_lock(s);
 	sock_touch(s);
@@ -524,6 +530,17 @@ static struct san_sock *lite_find_tuple(const struct san_tuple *t, int *busy)
 		if (l->tuple_state != 1 || !tuple_same(&l->tuple, t))
 			continue;
 		r = san_lite_drain((int)n, &gen);
+		/*
+		 * Calls inside that cannot sleep (a nonblocking one, a receive's MSG_DONTWAIT part)
+		 * leave within microseconds: look again a few times now, yielding the CPU to them,
+		 * before the engine's 1 ms retry (a retry, under load, can outlast the client's
+		 * 50 ms wait for the answer).
+		 */
+		for (int k = 0; r == 0 && k < 64 && !__atomic_load_n(&l->sleepers, __ATOMIC_SEQ_CST);
+		     k++) {
+			sched_yield();
+			r = san_lite_drain((int)n, &gen);
+		}
 		if (r == 0) {
 			*busy = (int)n;
 			return NULL;
@@ -2313,17 +2330,19 @@ static struct san_lite *lite_enter(int fd, uint32_t *gen)
 }
 
 /*
- * A blocking receive on a lite candidate after B's first send waits outside the gate (poll),
- * and takes each part inside it with MSG_DONTWAIT: a PROPOSE that comes while it waits (A
- * proposes before its next request, which this receive waits for) must find no call inside.
- * That is the candidate's discipline (docs/engine.md §3) without the sock. SO_RCVTIMEO, a
- * signal (restarted or EINTR: san_sig_restarts) and MSG_WAITALL as the kernel's receive has
- * them. False: the gate is gone and nothing was taken (the sock's path does the call).
+ * A blocking call on a lite candidate that would sleep in the kernel waits outside the gate
+ * instead (poll), and moves each part inside it with MSG_DONTWAIT: a PROPOSE that comes while it
+ * waits must find no call inside (a receive after B's first send waits for A's next request,
+ * before which A proposes; a send held by a full buffer waits for A to read, and A waits for the
+ * answer). That is the candidate's discipline (docs/engine.md §3) without the sock.
+ * SO_RCVTIMEO/SO_SNDTIMEO, a signal (restarted or EINTR: san_sig_restarts), MSG_WAITALL and a
+ * send's whole length as the kernel's call has them. False: the gate is gone and nothing was
+ * moved (the sock's path does the call).
  */
-static bool lite_recv_wait(int fd, struct msghdr *m, int flags, ssize_t *out)
+static bool lite_wait_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out)
 {
 	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
-	bool waitall = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+	bool all = send || ((flags & MSG_WAITALL) && !(flags & MSG_PEEK));
 	int timeo = -2;
 	uint64_t tend = 0;
 	ssize_t r;
@@ -2331,53 +2350,52 @@ static bool lite_recv_wait(int fd, struct msghdr *m, int flags, ssize_t *out)
 	for (;;) {
 		struct iovec sl[64];
 		struct msghdr mh = *m;
-		struct pollfd p = { fd, POLLIN, 0 };
+		struct pollfd p = { fd, send ? POLLOUT : POLLIN, 0 };
 		struct san_lite *l;
 		uint32_t gen;
 		int w;
 
-		if (!(l = lite_enter(fd, &gen))) {
-			struct msghdr rest = *m;
-			ssize_t k;
-
-			/* made a sock meanwhile: the sock's path does the call, or takes the rest */
-			if (!done)
-				return false;
-			if (!waitall || done >= total)
-				break;
-			/* (MSG_WAITALL returns short only at a signal, an error or the end, as TCP) */
-			rest.msg_iov = sl;
-			rest.msg_iovlen = (size_t)iov_slice(m->msg_iov, (int)m->msg_iovlen, done,
-							    total - done, sl, 64);
-			k = san_sock_recvmsg(fd, &rest, flags);
-			if (k == SAN_PASS) /* (left on TCP meanwhile: the kernel's receive) */
-				k = san_sys_recvmsg(fd, &rest, flags);
-			if (k > 0)
-				done += (size_t)k;
-			m->msg_flags = rest.msg_flags;
-			break;
-		}
 		mh.msg_iov = sl;
 		mh.msg_iovlen = (size_t)iov_slice(m->msg_iov, (int)m->msg_iovlen, done, total - done,
 						  sl, 64);
-		r = san_sys_recvmsg(fd, &mh, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
-		if (r > 0 && !(flags & MSG_PEEK))
-			lite_moved(l, false, (uint64_t)r);
+		if (!(l = lite_enter(fd, &gen))) {
+			ssize_t k;
+
+			/* made a sock meanwhile: the sock's path does the call, or moves the rest */
+			if (!done)
+				return false;
+			if (!all || done >= total)
+				break;
+			/* (a short count only at a signal, an error or the end, as TCP's) */
+			k = send ? san_sock_sendmsg(fd, &mh, flags) : san_sock_recvmsg(fd, &mh, flags);
+			if (k == SAN_PASS) /* (left on TCP meanwhile: the kernel's call) */
+				k = send ? san_sys_sendmsg(fd, &mh, flags) : san_sys_recvmsg(fd, &mh, flags);
+			if (k > 0)
+				done += (size_t)k;
+			if (!send)
+				m->msg_flags = mh.msg_flags;
+			break;
+		}
+		r = send ? san_sys_sendmsg(fd, &mh, flags | MSG_DONTWAIT)
+			 : san_sys_recvmsg(fd, &mh, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+		if (r > 0 && (send || !(flags & MSG_PEEK)))
+			lite_moved(l, send, (uint64_t)r);
 		san_lite_leave(l, gen);
-		m->msg_flags = mh.msg_flags;
+		if (!send)
+			m->msg_flags = mh.msg_flags;
 		if (r > 0) {
 			done += (size_t)r;
-			if (!waitall || done >= total)
+			if (!all || done >= total)
 				break;
 			continue;
 		}
-		if (r == 0 || (r != -EAGAIN && done))
+		if ((r == 0 && !send) || (r != -EAGAIN && done))
 			break;
 		if (r != -EAGAIN) {
 			*out = r;
 			return true;
 		}
-		w = tcp_timeo_left(fd, SO_RCVTIMEO, &timeo, &tend);
+		w = tcp_timeo_left(fd, send ? SO_SNDTIMEO : SO_RCVTIMEO, &timeo, &tend);
 		if (w == 0) {
 			if (done)
 				break;
@@ -2414,18 +2432,17 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 	if (!(l = lite_enter(fd, &gen)))
 		return false;
 	may_sleep = !fd_nonblocking(fd, flags);
-	if (!send && may_sleep && __atomic_load_n(&l->sent, __ATOMIC_RELAXED) && m->msg_iovlen <= 64) {
+	if (may_sleep && (send || __atomic_load_n(&l->sent, __ATOMIC_RELAXED)) &&
+	    m->msg_iovlen <= 64) {
 		san_lite_leave(l, gen);
-		return lite_recv_wait(fd, m, flags, out);
+		return lite_wait_io(fd, m, flags, send, out);
 	}
 	/*
-	 * The engine, draining the gate for a PROPOSE, waits for calls that cannot sleep, but not
-	 * for a blocking receive: that one may wait for the very client that waits for our answer.
-	 * A blocking send returns as soon as the kernel has its bytes (A may propose the moment
-	 * our reply has reached it, before our send has returned); one held by a full buffer is
-	 * waited for 20 ms at most, then refused BUSY.
+	 * Left: a blocking receive before B's first send, in the kernel (a first request costs
+	 * what it costs over TCP; A cannot be due by exchanges before our reply). The engine,
+	 * draining the gate for a PROPOSE, waits for calls that cannot sleep, and for such a
+	 * receive only while bytes wait for it (san_up.c, b_receive_returns_soon).
 	 */
-	may_sleep = may_sleep && !send;
 	if (may_sleep)
 		__atomic_add_fetch(&l->sleepers, 1, __ATOMIC_SEQ_CST);
 	r = send ? san_sys_sendmsg(fd, m, flags) : san_sys_recvmsg(fd, m, flags);
@@ -3189,18 +3206,28 @@ int san_sock_anchor(int fd)
 /*
  * epoll_ctl() of a lite candidate: made, and kept in its record (the swap re-creates the
  * registrations: lite_make_sock), inside its gate so that no sock is made meanwhile. One more
- * than it keeps, or another set's call at once, and it is not done here. True with *out the
- * result.
+ * than it keeps is not done here (nor, after a bounded wait, one while another thread's keeps
+ * the record's lock). True with *out the result.
  */
 static bool lite_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, int *out)
 {
 	struct san_lite *l;
 	uint32_t gen, i;
-	bool done = false;
+	bool done = false, locked;
 
 	if (!san_lite_of(fd) || !(l = lite_enter(fd, &gen)))
 		return false;
-	if (!__atomic_exchange_n(&l->ep_lock, 1, __ATOMIC_ACQUIRE)) {
+	/*
+	 * Another thread's epoll_ctl holds the lock for one system call, inside the gate: wait for
+	 * it (bounded: a signal handler's call on this thread must not spin for ever). Giving up
+	 * at once left the connection on TCP, since the holder is inside the gate and
+	 * lite_promote then drops it.
+	 */
+	for (int spin = 0; !(locked = !__atomic_exchange_n(&l->ep_lock, 1, __ATOMIC_ACQUIRE)) &&
+			   spin < 1000;
+	     spin++)
+		sched_yield();
+	if (locked) {
 		for (i = 0; i < l->nep && l->ep[i].epfd != epfd; i++)
 			;
 		if (op == EPOLL_CTL_DEL || (ev && (i < l->nep || i < SAN_LITE_EPOLL_MAX))) {

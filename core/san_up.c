@@ -722,7 +722,12 @@ static bool b_receive_returns_soon(struct san_sock *s, int lite)
 {
 	bool r;
 
-	if (!s) { /* a lite candidate's gate, draining: calls that cannot sleep leave in a moment */
+	if (!s) {
+		/*
+		 * A lite candidate's gate, draining: calls that cannot sleep leave in a moment (a
+		 * blocking send waits outside the gate); a blocking receive in the kernel only if
+		 * bytes wait for it.
+		 */
 		struct san_lite *l = lite >= 0 ? san_lite_of(lite) : NULL;
 
 		return l && (!__atomic_load_n(&l->sleepers, __ATOMIC_SEQ_CST) || san_sys_inq(lite) > 0);

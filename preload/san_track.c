@@ -27,7 +27,7 @@ static void san_track_stale_slot(int fd)
 
 	/* a lite candidate's gate it left open too (not a vfork child's: the table is the parent's) */
 	if (san_fdtable_owned())
-		(void)san_lite_forget(fd);
+		(void)san_lite_forget_stale(fd);
 
 	if (unlikely(f && (san_fd_flags(f) & SAN_FDF_STATSLOT)))
 		san_stats_conn_release(fd);

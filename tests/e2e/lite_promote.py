@@ -6,6 +6,9 @@
 #          request switches, and the swap must have moved the registration (or the wait hangs);
 #   dup:   dup()ed after the first exchange: made a sock then, and the second request switches,
 #          read through the dup;
+#   sendfull: after the first exchange the server sends 8 MiB with one blocking send the
+#          client does not read yet (held by full buffers, seen waiting in the kernel); the
+#          client's second request switches the connection all the same, every byte arriving;
 #   busy:  dup()ed while another thread's receive is in the kernel (seen in
 #          /proc/self/task/TID/syscall, not guessed with a sleep): the connection stays TCP
 #          (that receive cannot be paused), and every byte still arrives.
@@ -60,14 +63,25 @@ def exchange(i, server_sock, wait=None):
         fail("reply %d: %d bytes" % (i, len(back)))
 
 
+def in_call(tid, calls):
+    try:
+        with open("/proc/self/task/%d/syscall" % tid) as f:
+            return f.read().split()[0] in calls
+    except OSError:
+        return False
+
+
 def in_recv(tid):
     # x86_64: recvfrom 45, recvmsg 47 (the preload receives with recvmsg); a sock's
     # candidate path waits in poll 7 / ppoll 271 (SANSWITCH_LITE=0)
-    try:
-        with open("/proc/self/task/%d/syscall" % tid) as f:
-            return f.read().split()[0] in ("45", "47", "7", "271")
-    except OSError:
-        return False
+    return in_call(tid, ("45", "47", "7", "271"))
+
+
+def wait_until(pred, what):
+    for _ in range(1000000):
+        if pred():
+            return
+    fail(what)
 
 
 ep = select.epoll()
@@ -82,6 +96,32 @@ elif case == "dup":
     for i in range(1, 4):
         exchange(i, d)
     d.close()
+elif case == "sendfull":
+    exchange(0, srv)
+    big = os.urandom(8 << 20)
+    box = {}
+
+    def sender():
+        box["tid"] = threading.get_native_id()
+        srv.sendall(big)
+
+    t = threading.Thread(target=sender)
+    t.start()
+    wait_until(lambda: "tid" in box, "no sender thread")
+    # waiting for room: sendto 44 / sendmsg 46 in the kernel, or poll 7 / ppoll 271 (lite)
+    wait_until(lambda: in_call(box["tid"], ("44", "46", "7", "271")),
+               "the sender never waited for room")
+    req = b"second" * 100
+    cli.sendall(req)  # the client's second exchange: it proposes first
+    got = recv_exact(cli, len(big))
+    t.join()
+    if got != big:
+        fail("the big reply: %d bytes" % len(got))
+    if recv_exact(srv, len(req)) != req:
+        fail("the second request")
+    srv.sendall(req[::-1])
+    if recv_exact(cli, len(req)) != req[::-1]:
+        fail("the second reply")
 elif case == "busy":
     first = (b"first") * 100
     box = {}
@@ -95,11 +135,7 @@ elif case == "busy":
     t = threading.Thread(target=reader)
     t.start()
     ready.wait()
-    for _ in range(1000000):
-        if in_recv(box["tid"]):
-            break
-    else:
-        fail("the reader thread never waited in the kernel")
+    wait_until(lambda: in_recv(box["tid"]), "the reader thread never waited in the kernel")
     d = os.dup(srv.fileno())  # another thread's call is inside the gate
     cli.sendall(first)
     t.join()

@@ -2,7 +2,8 @@
 # t_lite_promote — a server's lite candidate (docs/engine.md §3) registered in an epoll set keeps
 # the registration and switches at the client's second request, the set reporting each later
 # request (the swap moved it); one made a sock by a dup() with no call inside its gate switches
-# too (switched=2: both ends are this process); one dup()ed while another thread's receive is in
+# too (switched=2: both ends are this process), and so does one whose server is in a blocking send
+# held by full buffers when the client proposes; one dup()ed while another thread's receive is in
 # the kernel stays TCP (switched=0, the server's fallback not_attempted), every byte checked
 # (lite_promote.py). The same with SANSWITCH_LITE=0, where every candidate is a sock from
 # accept(): all switch.
@@ -27,6 +28,7 @@ run() {
 for i in 1 2 3; do
 	run epoll 2
 	run dup 2
+	run sendfull 2
 	run busy 0
 done
 line=$(grep '^sanswitch: pid=' "$TMP/busy.err")

@@ -2,7 +2,7 @@
  * tests/tools/sanlitewait — a server's blocking receive after its first send, with a signal
  * (tests/e2e/t_lite_wait.sh). Under the preload with a client that proposes late
  * (SANSWITCH_SWITCH_AFTER=100) the connection stays a lite candidate, whose such receive waits
- * outside its gate (poll, then MSG_DONTWAIT: core/san_sock.c, lite_recv_wait); over kernel TCP
+ * outside its gate (poll, then MSG_DONTWAIT: core/san_sock.c, lite_wait_io); over kernel TCP
  * it sleeps in the kernel. Both must end the same way.
  *
  *   sanlitewait MODE     print one line: "MODE: r=<n or -1 errno> handler <N>x; then r=<...>"

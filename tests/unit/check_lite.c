@@ -133,6 +133,26 @@ START_TEST(test_forget)
 }
 END_TEST
 
+/* A close we never saw: the gate goes at once, but a call still inside keeps the number's next
+ * connection from being a lite one until it has left (its bytes are not that connection's). */
+START_TEST(test_forget_stale)
+{
+	struct san_lite *l;
+	uint32_t gen, g;
+
+	REQUIRE(san_lite_open(10, NULL));
+	l = san_lite_of(10);
+	REQUIRE(san_lite_enter(10, &gen) == l);
+	REQUIRE(san_lite_forget_stale(10));
+	REQUIRE(san_lite_of(10) == NULL);
+	REQUIRE(!san_lite_open(10, NULL));
+	san_lite_leave(l, gen);
+	REQUIRE(san_lite_open(10, NULL));
+	REQUIRE(san_lite_close_gate(10, &g) && g != gen);
+	san_lite_end(l, g);
+}
+END_TEST
+
 Suite *make_lite_suite(void)
 {
 	Suite *s = suite_create("lite");
@@ -145,6 +165,7 @@ Suite *make_lite_suite(void)
 	tcase_add_test(tc, test_generations);
 	tcase_add_test(tc, test_shut_over_drain);
 	tcase_add_test(tc, test_forget);
+	tcase_add_test(tc, test_forget_stale);
 	suite_add_tcase(s, tc);
 	return s;
 }
