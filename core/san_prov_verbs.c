@@ -2481,7 +2481,7 @@ static void b_try(struct v_req *q)
 	t.local.port = be16toh(q->pp.dport);
 	t.peer.port = be16toh(q->pp.sport);
 	gen = san_sock_fork_gen();
-	s = san_sock_find_tuple(&t);
+	s = san_sock_find_tuple(&t, NULL);
 	/* ... or, a fork having copied it, until the other process has closed its copy */
 	held = s ? san_sock_forked_alone(s) : 0;
 	/*

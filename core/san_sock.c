@@ -20,6 +20,7 @@
 #include "core/san_rxwatch.h"
 #include "core/san_fdtable.h"
 #include "core/san_forked.h"
+#include "core/san_lite.h"
 #include "core/san_log.h"
 #include "core/san_sock.h"
 #include "core/san_cpuload.h"
@@ -144,7 +145,8 @@ static int reg_ensure(void)
 	return 0;
 }
 
-struct san_sock *san_sock_get(int fd)
+/* fd's sock, with a reference, as the registry has it (a lite candidate has none yet). */
+static struct san_sock *reg_get(int fd)
 {
 	struct san_sock *s = NULL;
 
@@ -153,6 +155,22 @@ struct san_sock *san_sock_get(int fd)
 		s->proc->refs++;
 	pthread_mutex_unlock(&reg_lock);
 	return s;
+}
+
+static struct san_sock *lite_promote(int fd);
+
+/*
+ * fd's sock; a lite candidate's is made now (san_lite.h): whoever asks needs it. The gate is
+ * looked at first: a lite's gate ends only after its sock is registered (lite_make_sock), so
+ * a gate found gone means the registry has whatever there is. (The other way round, the engine
+ * could make the sock between the two looks, and an epoll_ctl would go unrecorded: its swap
+ * would not move the registration, and an EPOLLET waiter would miss its edges.)
+ */
+struct san_sock *san_sock_get(int fd)
+{
+	if (unlikely(san_lite_of(fd)))
+		return lite_promote(fd);
+	return reg_get(fd);
 }
 
 int san_sock_all(struct san_sock ***out)
@@ -470,9 +488,25 @@ static void sock_touch(struct san_sock *s)
 
 void san_sock_touch_fd(int fd)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s;
+	struct san_lite *l;
 
-	if (!s)
+	/*
+	 * A wait touches a lite candidate without making it a sock: a poll() is nothing that
+	 * needs one, and a promotion now would leave it on TCP if another thread's call is inside.
+	 * The gate first, as san_sock_get: a sock made after our store copies the mark
+	 * (lite_make_sock reads it after closing the gate); one being made is waited for and
+	 * touched as a sock (looking in the registry first, the engine could make the sock
+	 * between the two looks, and the touch was lost).
+	 */
+	if ((l = san_lite_of(fd))) {
+		__atomic_store_n(&l->touched, 1, __ATOMIC_SEQ_CST);
+		(void)san_fd_set_flags(fd, SAN_FDF_TOUCHED, 0);
+		if (!(__atomic_load_n(&l->gate, __ATOMIC_SEQ_CST) & SAN_LITE_CLOSED))
+			return;
+		san_lite_wait_closing(fd);
+	}
+	if (!(s = reg_get(fd)))
 		return;
 	san_sock_lock(s);
 	sock_touch(s);
@@ -490,8 +524,71 @@ bool san_sock_current(struct san_sock *s)
 	return r;
 }
 
-struct san_sock *san_sock_find_tuple(const struct san_tuple *t)
+static void lite_make_sock(int fd, struct san_lite *l, uint32_t gen);
+
+static bool tuple_same(const struct san_tuple *a, const struct san_tuple *b)
 {
+	return !memcmp(&a->local, &b->local, sizeof(a->local)) &&
+	       !memcmp(&a->peer, &b->peer, sizeof(a->peer));
+}
+
+/*
+ * The engine, for a PROPOSE: the lite candidate with tuple t becomes a sock, once the calls
+ * inside its gate have left (san_lite_drain). Each one's tuple is asked of the kernel once.
+ * NULL with *busy its number while calls are inside (BUSY: the engine asks again, or lets the
+ * gate open, san_lite_undrain); NULL with *busy -1 when none has that tuple.
+ */
+static struct san_sock *lite_find_tuple(const struct san_tuple *t, int *busy)
+{
+	*busy = -1;
+	for (unsigned int n = 0, end = san_lite_end_of_numbers(); n < end; n++) {
+		struct san_lite *l = san_lite_of((int)n);
+		uint32_t gen, g;
+		int r;
+
+		if (!l)
+			continue;
+		g = (uint32_t)(__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) >> 32);
+		if (l->tuple_gen != g || !l->tuple_state) {
+			r = san_owner_tuple((int)n, &l->tuple);
+			l->tuple_state = r == 0 ? 1 : 2;
+			l->tuple_gen = g;
+		}
+		if (l->tuple_state != 1 || !tuple_same(&l->tuple, t))
+			continue;
+		r = san_lite_drain((int)n, &gen);
+		/*
+		 * Calls inside that cannot sleep (a nonblocking one, a receive's MSG_DONTWAIT part)
+		 * leave within microseconds: look again a few times now, yielding the CPU to them,
+		 * before the engine's 1 ms retry (a retry, under load, can outlast the client's
+		 * 50 ms wait for the answer).
+		 */
+		for (int k = 0; r == 0 && k < 64 && !__atomic_load_n(&l->sleepers, __ATOMIC_SEQ_CST);
+		     k++) {
+			sched_yield();
+			r = san_lite_drain((int)n, &gen);
+		}
+		if (r == 0) {
+			*busy = (int)n;
+			return NULL;
+		}
+		if (r == 1)
+			lite_make_sock((int)n, l, gen); /* (another connection's if the number was reused:
+							   * it is a candidate then, as without lites) */
+		else
+			san_lite_wait_closing((int)n); /* an application thread makes it */
+		return NULL; /* the registry has it now */
+	}
+	return NULL;
+}
+
+struct san_sock *san_sock_find_tuple(const struct san_tuple *t, int *lite_busy)
+{
+	bool lites_seen = false;
+	int busy;
+
+	if (lite_busy)
+		*lite_busy = -1;
 	/* each round asks for up to 64 unknown tuples, which are then known or never asked again */
 	for (;;) {
 		struct san_sock *s, *todo[64];
@@ -513,8 +610,21 @@ struct san_sock *san_sock_find_tuple(const struct san_tuple *t)
 			}
 		}
 		pthread_mutex_unlock(&reg_lock);
-		if (!n)
+		if (!n && lites_seen)
 			break;
+		if (!n) {
+			/* not a sock: perhaps a lite candidate, which then is one (look again) */
+			lites_seen = true;
+			lite_find_tuple(t, &busy);
+			if (busy >= 0) {
+				if (lite_busy)
+					*lite_busy = busy;
+				else
+					san_lite_undrain(busy);
+				return NULL;
+			}
+			continue;
+		}
 		for (int i = 0; i < n; i++) {
 			sock_tuple_fill(todo[i]);
 			san_sock_put(todo[i]);
@@ -648,9 +758,148 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 	}
 }
 
+/*
+ * Lite candidates (san_lite.h): for a connection accepted on a listener whose name we serve
+ * (the PROPOSE comes here; a worker names its connections at its first data call, which needs
+ * the sock), in a process that is not sandboxed, where the client waits before it proposes (SANSWITCH_SWITCH_AFTER > 0: an A of 0
+ * proposes before any byte, and holds its first data call for the answer, which a gate busy
+ * with B's blocking receive would refuse) and no client can propose from another host (verbs'
+ * A proposes in its first data call too). SANSWITCH_LITE=0 makes every candidate a sock.
+ */
+static bool lite_wanted(void)
+{
+	return san_cfg.lite && san_cfg.switch_after && !san_prov_remote() && !san_core_is_sandboxed();
+}
+
+/*
+ * fd's lite candidate, its gate closed by us (no call inside), becomes a sock, registered. Its
+ * counts are the ones its calls took, as a sock's would be: the switch compares them with the
+ * kernel's (san_sock_counts), and bytes moved behind our wrappers (C stdio's reads inside libc)
+ * keep it on TCP. Without memory it stays TCP.
+ */
+static void lite_make_sock(int fd, struct san_lite *l, uint32_t gen)
+{
+	struct san_sock *s;
+
+	if ((s = sock_alloc(fd, SAN_UP_ROLE_B))) {
+		s->tcp_tx = __atomic_load_n(&l->tx, __ATOMIC_RELAXED);
+		s->tcp_rx = __atomic_load_n(&l->rx, __ATOMIC_RELAXED);
+		s->proc->name_decided = true;
+		s->touched = __atomic_load_n(&l->touched, __ATOMIC_RELAXED);
+		if (s->touched) /* (as sock_touch: the waits look at the flag, untouched_fd) */
+			(void)san_fd_set_flags(fd, SAN_FDF_TOUCHED, 0);
+		s->proc->stc = l->stc;
+		if (l->tuple_state == 1 && l->tuple_gen == gen) {
+			s->tuple = l->tuple; /* (asked by the engine for this connection) */
+			s->tuple_known = true;
+		}
+		for (uint32_t i = 0; i < l->nep; i++) {
+			struct san_sock_epreg r = { .epfd = l->ep[i].epfd, .fd = fd, .ev = l->ep[i].ev };
+
+			sock_adopt_early(s, &r, 1); /* (an EPOLLET one asks for its edges) */
+		}
+		sock_register(s); /* (frees s, and leaves fd on TCP, if it cannot) */
+	}
+	san_lite_end(l, gen);
+}
+
+/*
+ * A lite candidate is left on TCP (its gate shut, calls inside leave by themselves). Its bytes
+ * are counted from the kernel at its close, as any connection's that stays TCP.
+ */
+static void lite_drop(int fd, unsigned int reason)
+{
+	uint32_t gen;
+
+	if (san_lite_shut(fd, &gen))
+		san_sock_drop_fd(fd, false, reason);
+}
+
+/*
+ * Someone needs fd's sock (an epoll_ctl, a dup, a shutdown, a fork: everything but the data
+ * calls of san_sock_sendmsg/recvmsg). Made now, unless another thread's call is in the kernel:
+ * then the connection stays TCP (waiting could wait for ever: a blocking receive). A reference,
+ * or NULL.
+ */
+static struct san_sock *lite_promote(int fd)
+{
+	struct san_lite *l;
+	uint32_t gen;
+
+	while ((l = san_lite_of(fd))) {
+		if (san_lite_close_gate(fd, &gen)) {
+			lite_make_sock(fd, l, gen);
+			break;
+		}
+		if (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & (SAN_LITE_CLOSED | SAN_LITE_DRAIN)) {
+			san_lite_wait_closing(fd); /* another thread makes it, or the engine */
+			continue;
+		}
+		san_debug("fd %d: a call of another thread is in the kernel: stays on TCP", fd);
+		lite_drop(fd, SAN_FB_NOT_ATTEMPTED);
+		break;
+	}
+	return reg_get(fd);
+}
+
+/*
+ * Every lite candidate becomes a sock (reason 0: a fork's records are the socks'), or stays TCP
+ * with that reason (SAN_LITE_CHILD: a fork child's copy, counted by the parent).
+ */
+#define SAN_LITE_CHILD (~0u)
+
+/*
+ * The fork's prepare handler: as lite_promote, but a gate the engine drains is left on TCP, not
+ * waited for: the engine's own prepare handler (san_engine.c, fork_prepare) runs before ours
+ * and holds its loop, so the drain's next look would never come.
+ */
+static void lite_promote_for_fork(int fd)
+{
+	struct san_lite *l;
+	uint32_t gen;
+
+	while ((l = san_lite_of(fd))) {
+		if (san_lite_close_gate(fd, &gen)) {
+			lite_make_sock(fd, l, gen);
+			return;
+		}
+		if (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & SAN_LITE_CLOSED) {
+			san_lite_wait_closing(fd); /* an application thread makes it (not the engine:
+						    * it cannot run now, or we do not hold its loop) */
+			continue;
+		}
+		lite_drop(fd, SAN_FB_NOT_ATTEMPTED); /* a call inside, or the engine draining */
+		return;
+	}
+}
+
+static void lite_settle_all(unsigned int reason)
+{
+	for (unsigned int fd = 0, end = san_lite_end_of_numbers(); fd < end; fd++) {
+		if (reason == SAN_LITE_CHILD) {
+			/*
+			 * The child's copy of a gate may be closed or draining by a thread of the
+			 * parent's (an accept that raced the prepare handler's scan and is making its
+			 * sock): nobody here will ever finish that. Forget it without waiting.
+			 */
+			if (san_lite_forget((int)fd))
+				san_sock_drop_fd((int)fd, false, 0);
+			continue;
+		}
+		if (!san_lite_of((int)fd))
+			continue;
+		if (reason)
+			lite_drop((int)fd, reason);
+		else
+			lite_promote_for_fork((int)fd);
+	}
+}
+
 void san_sock_on_accept(int lfd, int fd)
 {
 	struct san_sock *s;
+	unsigned int gen;
+	bool serves;
 
 	/* (libev, as for a connect: san_ev_load) */
 	if (!san_prov_any() || san_ev_load() < 0) {
@@ -658,10 +907,23 @@ void san_sock_on_accept(int lfd, int fd)
 		san_sock_drop_fd(fd, false, SAN_FB_NO_PROVIDER);
 		return;
 	}
-	if (!san_fd_get(fd) || !(s = sock_alloc(fd, SAN_UP_ROLE_B)))
+	if (!san_fd_get(fd))
 		return;
 	/* the PROPOSE comes to the listener's name if we serve it, else to the connection's */
-	s->proc->name_decided = san_up_serves(lfd);
+	serves = san_up_serves(lfd);
+	gen = __atomic_load_n(&fork_gen, __ATOMIC_SEQ_CST);
+	if (serves && lite_wanted() && san_lite_open(fd, san_stats_conn_of(fd))) {
+		/*
+		 * A fork's prepare handler makes every lite candidate a sock (its records are
+		 * socks'); one that began meanwhile may not have seen this one: now, then.
+		 */
+		if (__atomic_load_n(&fork_gen, __ATOMIC_SEQ_CST) != gen)
+			san_sock_put(san_sock_get(fd));
+		return;
+	}
+	if (!(s = sock_alloc(fd, SAN_UP_ROLE_B)))
+		return;
+	s->proc->name_decided = serves;
 	sock_register(s);
 }
 
@@ -1337,14 +1599,14 @@ static bool fd_nonblocking(int fd, int flags)
  * call may wait several times (a wake-up that finds nothing), and the kernel's timeout is the
  * whole call's. The first call reads the option and sets *end (0 until then).
  */
-static int sock_timeo_ms(struct san_sock *s, int opt);
+static int tcp_timeo_ms(int tcp, int opt);
 
-static int sock_timeo_left(struct san_sock *s, int opt, int *timeo, uint64_t *end)
+static int tcp_timeo_left(int tcp, int opt, int *timeo, uint64_t *end)
 {
 	uint64_t now = now_ns();
 
 	if (*timeo == -2)
-		*timeo = sock_timeo_ms(s, opt);
+		*timeo = tcp_timeo_ms(tcp, opt);
 	if (*timeo < 0)
 		return -1;
 	if (!*end)
@@ -1352,13 +1614,18 @@ static int sock_timeo_left(struct san_sock *s, int opt, int *timeo, uint64_t *en
 	return now >= *end ? 0 : (int)((*end - now + 999999) / 1000000);
 }
 
+static int sock_timeo_left(struct san_sock *s, int opt, int *timeo, uint64_t *end)
+{
+	return tcp_timeo_left(s->tcp, opt, timeo, end);
+}
+
 /* SO_RCVTIMEO / SO_SNDTIMEO of the TCP socket, in ms; -1 for none. */
-static int sock_timeo_ms(struct san_sock *s, int opt)
+static int tcp_timeo_ms(int tcp, int opt)
 {
 	struct timeval tv;
 	socklen_t len = sizeof(tv);
 
-	if (SAN_SYS(SYS_getsockopt, (long)s->tcp, (long)SOL_SOCKET, (long)opt, &tv, &len) < 0 ||
+	if (SAN_SYS(SYS_getsockopt, (long)tcp, (long)SOL_SOCKET, (long)opt, &tv, &len) < 0 ||
 	    (!tv.tv_sec && !tv.tv_usec))
 		return -1;
 	return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
@@ -2067,6 +2334,162 @@ static ssize_t sock_io_begin(int fd, const struct msghdr *m, struct san_sock **s
 	return 1;
 }
 
+/* ---- lite candidates' data calls (san_lite.h) ---------------------------------------------- */
+
+/* Bytes a lite candidate's call moved over TCP: the stats at its close, its sanstat slot. */
+static void lite_moved(struct san_lite *l, bool tx, uint64_t n)
+{
+	__atomic_add_fetch(tx ? &l->tx : &l->rx, n, __ATOMIC_RELAXED);
+	if (l->stc)
+		san_stats_conn_add(tx ? &l->stc->tcp_tx : &l->stc->tcp_rx, n);
+	if (tx && !__atomic_load_n(&l->sent, __ATOMIC_RELAXED))
+		__atomic_store_n(&l->sent, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * Enter fd's gate, waiting while it is being closed or drained (a few system calls, or up to
+ * 20 ms while the engine waits for a receive inside that has bytes to return). NULL: fd is no
+ * lite candidate (any more): the sock's path.
+ */
+static struct san_lite *lite_enter(int fd, uint32_t *gen)
+{
+	struct san_lite *l;
+
+	while (!(l = san_lite_enter(fd, gen))) {
+		if (!san_lite_of(fd))
+			return NULL;
+		san_lite_wait_closing(fd);
+	}
+	__atomic_store_n(&l->touched, 1, __ATOMIC_RELAXED);
+	return l;
+}
+
+/*
+ * A blocking call on a lite candidate that would sleep in the kernel waits outside the gate
+ * instead (poll), and moves each part inside it with MSG_DONTWAIT: a PROPOSE that comes while it
+ * waits must find no call inside (a receive after B's first send waits for A's next request,
+ * before which A proposes; a send held by a full buffer waits for A to read, and A waits for the
+ * answer). That is the candidate's discipline (docs/engine.md §3) without the sock.
+ * SO_RCVTIMEO/SO_SNDTIMEO, a signal (restarted or EINTR: san_sig_restarts), MSG_WAITALL and a
+ * send's whole length as the kernel's call has them. False: the gate is gone and nothing was
+ * moved (the sock's path does the call).
+ */
+static bool lite_wait_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out)
+{
+	size_t total = iov_total(m->msg_iov, m->msg_iovlen), done = 0;
+	bool all = send || ((flags & MSG_WAITALL) && !(flags & MSG_PEEK));
+	int timeo = -2;
+	uint64_t tend = 0;
+	ssize_t r;
+
+	for (;;) {
+		struct iovec sl[64];
+		struct msghdr mh = *m;
+		struct pollfd p = { fd, send ? POLLOUT : POLLIN, 0 };
+		struct san_lite *l;
+		uint32_t gen;
+		int w;
+
+		mh.msg_iov = sl;
+		mh.msg_iovlen = (size_t)iov_slice(m->msg_iov, (int)m->msg_iovlen, done, total - done,
+						  sl, 64);
+		if (!(l = lite_enter(fd, &gen))) {
+			ssize_t k;
+
+			/* made a sock meanwhile: the sock's path does the call, or moves the rest */
+			if (!done)
+				return false;
+			if (!all || done >= total)
+				break;
+			/* (a short count only at a signal, an error or the end, as TCP's) */
+			k = send ? san_sock_sendmsg(fd, &mh, flags) : san_sock_recvmsg(fd, &mh, flags);
+			if (k == SAN_PASS) /* (left on TCP meanwhile: the kernel's call) */
+				k = send ? san_sys_sendmsg(fd, &mh, flags) : san_sys_recvmsg(fd, &mh, flags);
+			if (k > 0)
+				done += (size_t)k;
+			if (!send)
+				m->msg_flags = mh.msg_flags;
+			break;
+		}
+		r = send ? san_sys_sendmsg(fd, &mh, flags | MSG_DONTWAIT)
+			 : san_sys_recvmsg(fd, &mh, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+		if (r > 0 && (send || !(flags & MSG_PEEK)))
+			lite_moved(l, send, (uint64_t)r);
+		san_lite_leave(l, gen);
+		if (!send)
+			m->msg_flags = mh.msg_flags;
+		if (r > 0) {
+			done += (size_t)r;
+			if (!all || done >= total)
+				break;
+			continue;
+		}
+		if ((r == 0 && !send) || (r != -EAGAIN && done))
+			break;
+		if (r != -EAGAIN) {
+			*out = r;
+			return true;
+		}
+		w = tcp_timeo_left(fd, send ? SO_SNDTIMEO : SO_RCVTIMEO, &timeo, &tend);
+		if (w == 0) {
+			if (done)
+				break;
+			*out = -EAGAIN;
+			return true;
+		}
+		r = san_sys_poll(&p, 1, w);
+		if (r == -EINTR) {
+			if (done)
+				break;
+			if (san_sig_restarts(w >= 0))
+				continue;
+			*out = -EINTR;
+			return true;
+		}
+	}
+	*out = (ssize_t)done;
+	return true;
+}
+
+/*
+ * A data call on a lite candidate goes to the kernel as the application made it, inside the
+ * gate (no count of ours: the kernel's are taken when a sock is made). True with *out the
+ * call's result; false: no lite candidate, the sock's path.
+ */
+static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out)
+{
+	struct san_lite *l;
+	uint32_t gen;
+	ssize_t r;
+
+	bool may_sleep;
+
+	if (!(l = lite_enter(fd, &gen)))
+		return false;
+	may_sleep = !fd_nonblocking(fd, flags);
+	if (may_sleep && (send || __atomic_load_n(&l->sent, __ATOMIC_RELAXED)) &&
+	    m->msg_iovlen <= 64) {
+		san_lite_leave(l, gen);
+		return lite_wait_io(fd, m, flags, send, out);
+	}
+	/*
+	 * Left: a blocking receive before B's first send, in the kernel (a first request costs
+	 * what it costs over TCP; A cannot be due by exchanges before our reply). The engine,
+	 * draining the gate for a PROPOSE, waits for calls that cannot sleep, and for such a
+	 * receive only while bytes wait for it (san_up.c, b_receive_returns_soon).
+	 */
+	if (may_sleep)
+		__atomic_add_fetch(&l->sleepers, 1, __ATOMIC_SEQ_CST);
+	r = send ? san_sys_sendmsg(fd, m, flags) : san_sys_recvmsg(fd, m, flags);
+	if (may_sleep)
+		__atomic_sub_fetch(&l->sleepers, 1, __ATOMIC_SEQ_CST);
+	if (r > 0 && (send || !(flags & MSG_PEEK)))
+		lite_moved(l, send, (uint64_t)r);
+	san_lite_leave(l, gen);
+	*out = r;
+	return true;
+}
+
 /* ---- send ------------------------------------------------------------------------------ */
 
 /*
@@ -2161,9 +2584,11 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 	bool nb, src_tried = false, upgraded = false;
 	int timeo = -2, w;
 	uint64_t tend = 0;
-	ssize_t r = sock_io_begin(fd, m, &s, &total);
+	ssize_t r;
 
-	if (r != 1)
+	if (lite_io(fd, (struct msghdr *)m, flags, true, &r))
+		return r;
+	if ((r = sock_io_begin(fd, m, &s, &total)) != 1)
 		return r;
 	nb = fd_nonblocking(fd, flags);
 	for (;;) {
@@ -2384,10 +2809,12 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 	bool nb, waitall, upgraded = false;
 	int timeo = -2, paused_waits = 0, w, oflags;
 	uint64_t tend = 0;
-	ssize_t r = sock_io_begin(fd, m, &s, &total);
+	ssize_t r;
 	bool topping_up = false;
 
-	if (r != 1)
+	if (lite_io(fd, m, flags, false, &r))
+		return r;
+	if ((r = sock_io_begin(fd, m, &s, &total)) != 1)
 		return r;
 	r = 0;
 	oflags = flags;
@@ -2811,14 +3238,61 @@ int san_sock_anchor(int fd)
  * swap's DEL and ADD (a registration made there would stay on the TCP file, which never
  * becomes readable again). Registrations are recorded for the swap to move.
  */
+/*
+ * epoll_ctl() of a lite candidate: made, and kept in its record (the swap re-creates the
+ * registrations: lite_make_sock), inside its gate so that no sock is made meanwhile. One more
+ * than it keeps is not done here (nor, after a bounded wait, one while another thread's keeps
+ * the record's lock). True with *out the result.
+ */
+static bool lite_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev, int *out)
+{
+	struct san_lite *l;
+	uint32_t gen, i;
+	bool done = false, locked;
+
+	if (!san_lite_of(fd) || !(l = lite_enter(fd, &gen)))
+		return false;
+	/*
+	 * Another thread's epoll_ctl holds the lock for one system call, inside the gate: wait for
+	 * it (bounded: a signal handler's call on this thread must not spin for ever). Giving up
+	 * at once left the connection on TCP, since the holder is inside the gate and
+	 * lite_promote then drops it.
+	 */
+	for (int spin = 0; !(locked = !__atomic_exchange_n(&l->ep_lock, 1, __ATOMIC_ACQUIRE)) &&
+			   spin < 1000;
+	     spin++)
+		sched_yield();
+	if (locked) {
+		for (i = 0; i < l->nep && l->ep[i].epfd != epfd; i++)
+			;
+		if (op == EPOLL_CTL_DEL || (ev && (i < l->nep || i < SAN_LITE_EPOLL_MAX))) {
+			done = true;
+			*out = san_sys_epoll_ctl(epfd, op, fd, ev);
+			if (*out == 0 && op == EPOLL_CTL_DEL && i < l->nep)
+				l->ep[i] = l->ep[--l->nep];
+			else if (*out == 0 && op != EPOLL_CTL_DEL) {
+				l->ep[i].epfd = epfd;
+				l->ep[i].ev = *ev;
+				if (i == l->nep)
+					l->nep++;
+			}
+		}
+		__atomic_store_n(&l->ep_lock, 0, __ATOMIC_RELEASE);
+	}
+	san_lite_leave(l, gen);
+	return done;
+}
+
 int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s;
 	struct epoll_event kev;
 	bool muted = false;
 	int r, i;
 
-	if (!s)
+	if (lite_epoll_ctl(epfd, op, fd, ev, &r))
+		return r;
+	if (!(s = san_sock_get(fd)))
 		return SAN_PASS;
 	san_sock_lock(s);
 	if (op != EPOLL_CTL_DEL)
@@ -2932,8 +3406,19 @@ bool san_sock_known(int fd)
 
 int san_sock_passthrough(int fd)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s;
 	int r = 0;
+
+	if (san_lite_of(fd)) {
+		uint32_t gen;
+
+		/* (no sock to make first; one made meanwhile is dropped below) */
+		if (san_lite_shut(fd, &gen)) {
+			san_sock_drop_fd(fd, false, SAN_R_STATE);
+			return 0;
+		}
+	}
+	s = san_sock_get(fd);
 
 	if (!s)
 		return 0;
@@ -3064,6 +3549,8 @@ void san_sock_atfork_prepare(void)
 
 	/* first: an engine between its two looks at a candidate sees that a fork came between */
 	__atomic_add_fetch(&fork_gen, 1, __ATOMIC_SEQ_CST);
+	/* a fork's records are socks': lite candidates become ones (an accept meanwhile: its own) */
+	lite_settle_all(0);
 
 	/* each one's lock is taken outside reg_lock (a close takes them the other way round) */
 	pthread_mutex_lock(&reg_lock);
@@ -3183,6 +3670,7 @@ bool san_sock_sandbox(void)
 {
 	bool kept = false;
 
+	lite_settle_all(SAN_R_POLICY);
 	sock_each(sandbox_pick, sandbox_drop, &kept);
 	return kept;
 }
@@ -3339,7 +3827,7 @@ static bool settle_for_exec(int fd, bool switched, uint32_t flags)
 
 	if (!san_fdtable_owned()) /* a vfork child: no locks; the table says what it needs */
 		return switched || (flags & SAN_FDF_COMMITTED);
-	s = san_sock_get(fd);
+	s = reg_get(fd); /* (a lite candidate is plain TCP to the new program) */
 	if (!s)
 		return switched;
 	san_sock_lock(s);
@@ -3488,6 +3976,9 @@ void san_sock_atfork_child(void)
 	n_tx_mute = 0;
 	b_untouched = 0;
 	san_prov_atfork_child();
+	/* a lite candidate accepted while the fork went on (its accept made it a sock after the
+	 * prepare handler's look): the parent's connection; the child's number stays TCP */
+	lite_settle_all(SAN_LITE_CHILD);
 	/*
 	 * The child's copies go into chunks of its own: a slot taken from a chunk the parent shares
 	 * would stay taken in the parent's bitmap when the child exits without a close (a pre-fork
@@ -3583,6 +4074,22 @@ static bool sock_counts_whole(const struct san_sock *s, int fd)
 }
 
 /*
+ * A lite candidate closed on TCP: its bytes are the ones its calls moved, as a candidate's
+ * (sock_counts_whole; calls of other threads still inside may add a few after this).
+ */
+static void lite_closed(int fd, struct san_lite *l)
+{
+	uint64_t tx = __atomic_load_n(&l->tx, __ATOMIC_RELAXED);
+	uint64_t rx = __atomic_load_n(&l->rx, __ATOMIC_RELAXED);
+
+	if (!san_stats_enabled() || !(tx || rx))
+		return;
+	san_stats_add(SAN_STAT_TCP_TX_BYTES, tx);
+	san_stats_add(SAN_STAT_TCP_RX_BYTES, rx);
+	san_fd_set_flags(fd, SAN_FDF_TCP_ENDED, 0);
+}
+
+/*
  * close(): the sock leaves the registry. A switched connection says DISCONNECT (or ABORT when
  * unread data or SO_LINGER 0 make it a reset, as TCP would) and closes its anchor; the
  * caller then closes the fd number itself.
@@ -3590,10 +4097,16 @@ static bool sock_counts_whole(const struct san_sock *s, int fd)
 bool san_sock_on_close(int fd)
 {
 	struct san_sock *s;
+	struct san_lite *l;
+	uint32_t gen;
 
 	/* a vfork child's close is its own: the parent's connection stays as it is */
 	if (!san_fdtable_owned())
 		return false;
+	if ((l = san_lite_shut(fd, &gen))) {
+		lite_closed(fd, l);
+		return false;
+	}
 	s = reg_remove(fd);
 
 	if (!s)

@@ -434,7 +434,7 @@ int san_sock_swap(struct san_sock *s);
 void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason);
 void san_sock_commit(struct san_sock *s);
 void san_sock_reset_by_peer(struct san_sock *s, unsigned int reason);
-struct san_sock *san_sock_find_tuple(const struct san_tuple *t);
+struct san_sock *san_sock_find_tuple(const struct san_tuple *t, int *lite_busy);
 void san_sock_ring_self(struct san_sock *s);
 void san_sock_unplug(int yfd);
 void san_sock_epoll_rearm(struct san_sock *s);

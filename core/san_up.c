@@ -12,6 +12,7 @@
 #include "core/san_engine.h"
 #include "core/san_ev.h"
 #include "core/san_fdtable.h"
+#include "core/san_lite.h"
 #include "core/san_log.h"
 #include "core/san_sidechan.h"
 #include "core/san_sig.h"
@@ -417,6 +418,7 @@ struct side_conn {
 	ev_io w;
 	ev_timer retry;	  /* B: the PROPOSE came before accept(): look again shortly */
 	bool busy_kernel; /* B: ... or met a receive in the kernel (BUSY): b_receive_returns_soon */
+	int lite_busy;	  /* B: ... of the lite candidate with this number (san_lite.h), or -1 */
 	struct san_side_rx prx; /* that PROPOSE, kept for the retry (owns its fds) */
 	int tries;
 	struct san_sock *s; /* after PROPOSE: the connection being upgraded (a reference) */
@@ -427,6 +429,8 @@ static void side_close(struct ev_loop *loop, struct side_conn *c)
 {
 	san_ev.ev_io_stop(loop, &c->w);
 	san_ev.ev_timer_stop(loop, &c->retry);
+	if (c->lite_busy >= 0 && !c->s)
+		san_lite_undrain(c->lite_busy);
 	san_side_rx_close_fds(&c->prx);
 	san_sys_close(c->w.fd);
 	san_sock_put(c->s);
@@ -500,7 +504,11 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	memcpy(&prm, p->params, sizeof(prm));
 	t.local = p->dst;
 	t.peer = p->src;
-	s = c->s ? c->s : san_sock_find_tuple(&t);
+	s = c->s ? c->s : san_sock_find_tuple(&t, &c->lite_busy);
+	if (!s && c->lite_busy >= 0) {
+		c->busy_kernel = true;
+		return SAN_R_BUSY; /* a call inside its gate (san_lite_drain), perhaps in the kernel */
+	}
 	if (!s)
 		return b_not_found(&t);
 	c->s = s;
@@ -710,10 +718,20 @@ static bool b_owner_may_come(const struct san_propose *p)
  * refused within a millisecond (t_switch_policy's bulk case, 1 run in 5). With nothing waiting,
  * the receive waits for A, and A waits for our answer: refuse at once.
  */
-static bool b_receive_returns_soon(struct san_sock *s)
+static bool b_receive_returns_soon(struct san_sock *s, int lite)
 {
 	bool r;
 
+	if (!s) {
+		/*
+		 * A lite candidate's gate, draining: calls that cannot sleep leave in a moment (a
+		 * blocking send waits outside the gate); a blocking receive in the kernel only if
+		 * bytes wait for it.
+		 */
+		struct san_lite *l = lite >= 0 ? san_lite_of(lite) : NULL;
+
+		return l && (!__atomic_load_n(&l->sleepers, __ATOMIC_SEQ_CST) || san_sys_inq(lite) > 0);
+	}
 	san_sock_lock(s);
 	r = !s->in_kernel || (s->tcp >= 0 && san_sys_inq(s->tcp) > 0); /* (returned already) */
 	pthread_mutex_unlock(&s->lock);
@@ -736,10 +754,14 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 		return;
 	}
 	if (why == SAN_R_BUSY && c->busy_kernel && ++c->tries < SAN_B_BUSY_TRIES &&
-	    b_receive_returns_soon(c->s)) {
+	    b_receive_returns_soon(c->s, c->lite_busy)) {
 		ev_timer_set(&c->retry, 0.001, 0.);
 		san_ev.ev_timer_start(loop, &c->retry);
 		return;
+	}
+	if (!c->s && c->lite_busy >= 0) {
+		san_lite_undrain(c->lite_busy); /* refused BUSY: its calls go on, on TCP */
+		c->lite_busy = -1;
 	}
 	san_side_rx_close_fds(&c->prx);
 	if (why) {
@@ -820,6 +842,7 @@ static void b_listener_read(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		(void)san_sidechan_pass_pidfd(fd);
 		c->prx.fd = c->prx.pidfd = -1;
+		c->lite_busy = -1;
 		ev_io_init(&c->w, b_side_read, fd, EV_READ);
 		ev_init(&c->retry, b_propose_retry);
 		san_ev.ev_io_start(loop, &c->w);

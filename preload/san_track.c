@@ -7,6 +7,7 @@
 
 #include "core/san_epoll_early.h"
 #include "core/san_epshadow.h"
+#include "core/san_lite.h"
 #include "core/san_stats.h"
 #include "core/san_stats_conn.h"
 #include "core/san_sys.h"
@@ -23,6 +24,10 @@
 static void san_track_stale_slot(int fd)
 {
 	struct san_fd *f = san_fd_get(fd);
+
+	/* a lite candidate's gate it left open too (not a vfork child's: the table is the parent's) */
+	if (san_fdtable_owned())
+		(void)san_lite_forget_stale(fd);
 
 	if (unlikely(f && (san_fd_flags(f) & SAN_FDF_STATSLOT)))
 		san_stats_conn_release(fd);

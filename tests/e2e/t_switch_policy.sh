@@ -12,7 +12,8 @@
 #     TCP), proposed at the first send that finds TCP's buffer full, else at the receive of the
 #     reply; in one send: proposed at the next call;
 #   - a client proposing after the server's window closed (its own SANSWITCH_SWITCH_AFTER=8):
-#     refused STATE, not NOT_OWNER;
+#     refused STATE, not NOT_OWNER, where the server's candidates are socks (the default);
+#     switched where they are lite (SANSWITCH_LITE=1: their window ends with its time only);
 #   - one end preloaded, the other not (either way): bytes checked, nothing switched, no stall.
 # timeout: 180
 # shellcheck source=tests/e2e/lib.sh
@@ -113,11 +114,18 @@ log "one 1 MiB request: in 64 KiB sends switched after 256 KiB or later; in one 
 # at its 9th request; the server, at the default, ends the window once the client has begun its
 # 6th): refused STATE, the connection the server's own and staying TCP. Before, NOT_OWNER ("not
 # owned by the acceptor") three times, at the 9th request and the two after.
+# A server's candidates as socks (the default); lite ones (SANSWITCH_LITE=1, san_lite.h) count no
+# exchanges.
 CLIENT_ENV=SANSWITCH_SWITCH_AFTER=8 run late pre pre 10 11
 expect late "$CL" switched 0
 expect late "$CL" fallback_state "$CONNS"
 expect late "$SL" fallback_not_attempted "$CONNS"
 log "a client proposing after the server's window closed: refused STATE at once, all $CONNS on TCP"
+# A lite candidate's window ends only with its time (5 s): the 9th request switches.
+CLIENT_ENV=SANSWITCH_SWITCH_AFTER=8 run late_lite pre pre 10 11 SANSWITCH_LITE=1
+for l in "$CL" "$SL"; do expect late_lite "$l" switched "$CONNS"; done
+expect late_lite "$CL" tcp_tx_bytes $((CONNS * 8 * 18))
+log "the same client, the server's candidates lite: switched at the 9th request, all $CONNS"
 
 run cli_only none pre 10 3
 expect cli_only "$CL" switched 0

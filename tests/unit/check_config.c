@@ -103,6 +103,7 @@ enum field {
 	F_STATS,
 	F_FAULTS,
 	F_DIRECT,
+	F_LITE,
 	F_OTHER_USERS,
 	F_AHEAD,
 	F_AREA,
@@ -150,6 +151,10 @@ static const struct {
 	{ "SANSWITCH_DIRECT", "1", F_DIRECT, 0, 1 },
 	{ "SANSWITCH_DIRECT", "2", F_DIRECT, 1, 1 },
 	{ "SANSWITCH_DIRECT", "on", F_DIRECT, 1, 1 },
+	{ "SANSWITCH_LITE", "0", F_LITE, 0, 0 },
+	{ "SANSWITCH_LITE", "1", F_LITE, 0, 1 },
+	{ "SANSWITCH_LITE", "2", F_LITE, 1, 0 },
+	{ "SANSWITCH_LITE", "no", F_LITE, 1, 0 },
 	{ "SANSWITCH_OTHER_USERS", "0", F_OTHER_USERS, 0, 0 },
 	{ "SANSWITCH_OTHER_USERS", "1", F_OTHER_USERS, 0, 1 },
 	{ "SANSWITCH_OTHER_USERS", "yes", F_OTHER_USERS, 1, 1 },
@@ -233,6 +238,8 @@ static uint32_t field_of(const struct san_config *c, enum field f)
 		return c->faults;
 	case F_DIRECT:
 		return c->direct;
+	case F_LITE:
+		return c->lite;
 	case F_OTHER_USERS:
 		return c->other_users;
 	case F_AHEAD:
@@ -284,6 +291,9 @@ START_TEST(test_variable)
 		break;
 	case F_DIRECT:
 		d.direct = san_config_defaults.direct;
+		break;
+	case F_LITE:
+		d.lite = san_config_defaults.lite;
 		break;
 	case F_OTHER_USERS:
 		d.other_users = san_config_defaults.other_users;

@@ -43,7 +43,8 @@
 	X(epshadow)         \
 	X(engine)           \
 	X(sig)              \
-	X(execpath)
+	X(execpath)         \
+	X(lite)
 
 #define SAN_UNIT_DECLARE(name) Suite *make_##name##_suite(void);
 SAN_UNIT_SUITES(SAN_UNIT_DECLARE)

@@ -1,0 +1,38 @@
+#!/bin/bash
+# t_lite_promote — a server's lite candidate (docs/engine.md §3) registered in an epoll set keeps
+# the registration and switches at the client's second request, the set reporting each later
+# request (the swap moved it); one made a sock by a dup() with no call inside its gate switches
+# too (switched=2: both ends are this process), and so does one whose server is in a blocking send
+# held by full buffers when the client proposes; one dup()ed while another thread's receive is in
+# the kernel stays TCP (switched=0, the server's fallback not_attempted), every byte checked
+# (lite_promote.py). The same with SANSWITCH_LITE=0, where every candidate is a sock from
+# accept(): all switch.
+# timeout: 90
+# shellcheck source=tests/e2e/lib.sh
+. "$(dirname -- "$0")/lib.sh"
+need_build
+
+unset SANSWITCH_SWITCH_AFTER # lite candidates need the default policy (the client waits)
+export SANSWITCH_STATS=1
+export SANSWITCH_LITE=1 # (off by default: docs/engine.md §3)
+# run CASE WANT_SWITCHED [ENV...]
+run() {
+	local c=$1 want=$2 rc=0 line
+	shift 2
+	as_t pre 30 env "$@" "$PY" "$E2E_DIR/lite_promote.py" "$c" >"$TMP/$c.out" 2>"$TMP/$c.err" || rc=$?
+	[ "$rc" -eq 0 ] || { show "$TMP/$c.out" "$TMP/$c.err"; fail "$c: lite_promote.py exited $rc"; }
+	grep -q "^lite $c: ok" "$TMP/$c.out" || fail "$c: no ok line"
+	line=$(grep '^sanswitch: pid=' "$TMP/$c.err") || { show "$TMP/$c.err"; fail "$c: no stats line"; }
+	[ "$(field "$line" switched)" -eq "$want" ] || fail "$c ($*): expected switched=$want: $line"
+	log "$c ${*:-(lite)}: switched=$want"
+}
+for i in 1 2 3; do
+	run epoll 2
+	run dup 2
+	run sendfull 2
+	run busy 0
+done
+line=$(grep '^sanswitch: pid=' "$TMP/busy.err")
+[ "$(field "$line" fallback_not_attempted)" -ge 1 ] || fail "busy: expected the server's not_attempted: $line"
+run busy 2 SANSWITCH_LITE=0
+log "ok"
