@@ -1134,6 +1134,7 @@ static int v_rst_due(struct vconn *v)
 {
 	struct san_sock *s = v->s;
 	struct san_verbs_info in;
+	struct pollfd p = { v->anchor, 0, 0 };
 	int queued = 0;
 
 	if (!v->c || v->gone || san_sock_now_ns() >= v->rst_by)
@@ -1143,9 +1144,10 @@ static int v_rst_due(struct vconn *v)
 	san_verbs_get_info(v->c, &in);
 	if (in.sends_busy || v->rel_seq != v->tx_seq || (s->mark_due && v->mark_armed))
 		return 0;
-	return SAN_SYS(SYS_ioctl, (long)v->anchor, (long)SIOCOUTQ, &queued) < 0 || queued <= 0
-		       ? 1
-		       : -1;
+	if (SAN_SYS(SYS_ioctl, (long)v->anchor, (long)SIOCOUTQ, &queued) < 0 || queued <= 0)
+		return 1;
+	/* (a connection the peer has reset or closed already keeps its queue: nothing to wait for) */
+	return san_sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP)) ? 1 : -1;
 }
 
 /* The held RST goes now (lock held). */
