@@ -174,20 +174,6 @@ running() {
 	[ "${st%% *}" != Z ] && [ "${st%% *}" != X ]
 }
 
-# nap SECONDS — the polls' sleep below. A test that polls much may call nap_open first: nap then
-# sleeps in read's timeout on a pipe nobody writes, without starting a process (in the emulated
-# guest of tests/rxe every sleep(1) is a fork and an exec, tenths of a second under load, taken
-# from the programs tested). Not by default: every program the test starts inherits the pipe.
-NAP_FD=
-nap_open() { exec {NAP_FD}<> <(:); }
-nap() {
-	if [ -n "$NAP_FD" ]; then
-		read -r -t "$1" -u "$NAP_FD" _ || :
-	else
-		sleep "$1"
-	fi
-}
-
 # wait_pid PID SECONDS — wait at most SECONDS for a background child; return its exit status,
 # or 124 after killing it if it did not finish in time.
 wait_pid() {
@@ -199,7 +185,7 @@ wait_pid() {
 			wait "$pid" 2>/dev/null
 			return 124
 		fi
-		nap 0.05
+		sleep 0.05
 	done
 	wait "$pid" || rc=$?
 	return "$rc"
@@ -213,7 +199,7 @@ stop() {
 		kill -TERM "$pid" 2>/dev/null
 		for ((i = 0; i < 60; i++)); do
 			alive "$pid" || break
-			nap 0.05
+			sleep 0.05
 		done
 		alive "$pid" && kill -KILL "$pid" 2>/dev/null
 	fi
@@ -270,7 +256,7 @@ wait_listen() {
 	until listening "$port"; do
 		alive "$pid" || return 1
 		[ "$(date +%s)" -lt "$end" ] || return 1
-		nap 0.05
+		sleep 0.05
 	done
 	alive "$pid"
 }
@@ -318,7 +304,7 @@ start_pf() {
 			show "$TMP/$name.out" "$TMP/$name.err"
 			fail "server $name did not write its port file: ${cmd[*]}"
 		fi
-		nap 0.02
+		sleep 0.02
 	done
 	SERVER_PORT=$(head -n1 "$pf")
 	SERVER_PID=$SPAWN_PID
@@ -507,7 +493,7 @@ _cleanup() {
 				running "$pid" && left=1 && break
 			done
 			[ "$left" -eq 0 ] && break
-			nap 0.05
+			sleep 0.05
 		done
 		[ "$left" -eq 1 ] && kill -KILL "${victims[@]}" 2>/dev/null
 	fi

@@ -37,7 +37,6 @@ need_build
 
 EDGE=$BUILD/sanedge
 [ -x "$EDGE" ] || fail "missing $EDGE (run make)"
-nap_open # (its runs' waits poll: no sleep process each time)
 export SANSWITCH_STATS=1 # read by the preloaded processes only
 ROUNDS=${ROUNDS:-4}
 KROUNDS=${KROUNDS:-1}
@@ -53,8 +52,7 @@ MODES=(${EDGE_MODES:-${ALL_MODES[@]}})
 # sender accepting, slow: the slow reader, big: 300 MiB, none: neither; default all three),
 # EDGE_ROT (the waits "rot" takes in turn; default "poll select epoll"). EDGE_TMO: the reader's
 # limit in s (default 8; its alarm starts before the sender has connected, so a slow start, as
-# an emulated guest's, eats into it). EDGE_KWITH=1: a case's kernel runs go alongside its first
-# switched run rather than before it (default 0); EDGE_JOBS: below, at case_.
+# an emulated guest's, eats into it).
 DELAYS=${EDGE_DELAYS:-0 500}
 SIZES=${EDGE_SIZES:-1 65536 3145728}
 WAITS=${EDGE_WAITS:-block rot}
@@ -131,7 +129,7 @@ run_sent() {
 	for ((i = 0; i < 400; i++)); do
 		[ -s "$TMP/$1.s.out" ] && return 0
 		alive "${SPID[$1]}" || return 0
-		nap 0.05
+		sleep 0.05
 	done
 }
 
@@ -152,7 +150,7 @@ run_finish() {
 	if [[ $child =~ ^[0-9]+$ ]]; then
 		for ((i = 0; i < 200; i++)); do
 			ours "$child" || break
-			nap 0.05
+			sleep 0.05
 		done
 		if ours "$child"; then
 			kill -KILL "$child" 2>/dev/null
@@ -270,7 +268,7 @@ kmatch() {
 case_run() {
 	local role=$1 mode=$2 size=$3 delay=$4 wait=$5 rsize=${6:-65536} slow=${7:-0} chunk=${8:-8192}
 	local tmo=${9:-$TMO} r rounds=1 kr=$KROUNDS verdict=ok ms_k ms_s note='' sline k ok t0 stag=0
-	local loose=0 id ndoc_lines=0 a l ahead e
+	local loose=0 id ndoc_lines=0 a l
 	local -a klines=() kkeys=() errs=() args ids=()
 	local -A count=()
 	t0=${EPOCHREALTIME/./}
@@ -280,28 +278,14 @@ case_run() {
 	args=("$role" "$mode" "$size" "$delay" "$wait" "$rsize" "$slow" "$chunk" "$tmo")
 	for ((r = 0; r < kr; r++)); do ids+=("k$r"); done
 	for ((r = 0; r < rounds; r++)); do ids+=("s$r"); done
-	# runs started before the first is finished: all (staggered); with EDGE_KWITH=1 the kernel
-	# runs and the first switched one, side by side (the kernel's cost no longer adds up)
-	ahead=0
 	if [ "$stag" = 1 ]; then
-		ahead=${#ids[@]}
-	elif [ "${EDGE_KWITH:-0}" = 1 ]; then
-		ahead=$((kr + 1))
+		for id in "${ids[@]}"; do
+			run_start "$id" "$([ "${id:0:1}" = k ] && echo none || echo pre)" "${args[@]}"
+			run_sent "$id"
+		done
 	fi
-	for ((r = 0; r < ${#ids[@]}; r++)); do
-		id=${ids[r]}
-		e=pre
-		[ "${id:0:1}" = k ] && e=none
-		if [ "$r" -lt "$ahead" ]; then
-			run_start "$id" "$e" "${args[@]}"
-			[ "$stag" = 0 ] || run_sent "$id"
-		fi
-	done
-	for ((r = 0; r < ${#ids[@]}; r++)); do
-		id=${ids[r]}
-		e=pre
-		[ "${id:0:1}" = k ] && e=none
-		[ "$r" -lt "$ahead" ] || run_start "$id" "$e" "${args[@]}"
+	for id in "${ids[@]}"; do
+		[ "$stag" = 1 ] || run_start "$id" "$([ "${id:0:1}" = k ] && echo none || echo pre)" "${args[@]}"
 		run_finish "$id"
 		if [ "${id:0:1}" = k ]; then
 			klines+=("$R_LINE")
