@@ -260,12 +260,12 @@ kmatch() {
 	return 1
 }
 
-# case_run ROLE MODE SIZE DELAY WAIT [RSIZE SLOW CHUNK TMO] — one case: KROUNDS kernel runs, then
+# case_ ROLE MODE SIZE DELAY WAIT [RSIZE SLOW CHUNK TMO] — one case: KROUNDS kernel runs, then
 # ROUNDS (or 1) switched runs; each switched line must be one a kernel run gave. When the runs
 # mostly wait (the reader sleeps first, or the ending leaves a holder behind) they are started
 # staggered, each once the previous one's sender has reported its sends, so that only their idle
 # waits overlap; otherwise one after the other.
-case_run() {
+case_() {
 	local role=$1 mode=$2 size=$3 delay=$4 wait=$5 rsize=${6:-65536} slow=${7:-0} chunk=${8:-8192}
 	local tmo=${9:-$TMO} r rounds=1 kr=$KROUNDS verdict=ok ms_k ms_s note='' sline k ok t0 stag=0
 	local loose=0 id ndoc_lines=0 a l
@@ -364,69 +364,6 @@ case_run() {
 	fi
 }
 
-# case_ ARGS... — case_run ARGS, or with EDGE_JOBS=N (default 1) in the background, N cases at
-# once: in the emulated guest of tests/rxe a run mostly waits (its processes' start, the
-# switch-over's round trips, the exit's flush), and cases one after the other took 13 to 25 s each.
-# A case in the background has its own directory for its runs' files, and its lines are shown and
-# its verdict counted in the cases' order, once it is done (collect).
-JOBS=${EDGE_JOBS:-1}
-CPIDS=() nshown=0
-case_() {
-	local n p d
-	if [ "$JOBS" -le 1 ]; then
-		case_run "$@"
-		return
-	fi
-	for (( ; ; )); do
-		n=0
-		for p in "${CPIDS[@]:nshown}"; do
-			if alive "$p"; then n=$((n + 1)); fi
-		done
-		[ "$n" -lt "$JOBS" ] && break
-		wait -n
-		collect
-	done
-	d=$TMP/c${#CPIDS[@]}
-	mkdir "$d" || fail "mkdir $d"
-	(
-		TMP=$d
-		ncases=0 nok=0 nbad=0 ndoc=0 nretry=0
-		BAD=()
-		case_run "$@" >"$TMP/log" 2>&1
-		printf '%s\n' "${BAD[@]}" >"$TMP/bad"
-		echo "$ncases $nok $nbad $ndoc $nretry" >"$TMP/res"
-	) &
-	CPIDS+=("$!")
-}
-
-# collect [all] — show the lines, and count the verdicts, of the background cases done so far, in
-# order (all: every one, waiting for those still running).
-collect() {
-	local p d a b c e f
-	local -a l
-	while [ "$nshown" -lt "${#CPIDS[@]}" ]; do
-		p=${CPIDS[nshown]}
-		if [ "${1:-}" != all ] && alive "$p"; then return 0; fi
-		wait "$p"
-		d=$TMP/c$nshown
-		nshown=$((nshown + 1))
-		l=()
-		[ -f "$d/log" ] && mapfile -t l <"$d/log"
-		[ ${#l[@]} -eq 0 ] || printf '%s\n' "${l[@]}"
-		if ! read -r a b c e f 2>/dev/null <"$d/res"; then
-			ncases=$((ncases + 1)) nbad=$((nbad + 1))
-			BAD+=("FAIL case $nshown ended before its verdict (its lines above)")
-			continue
-		fi
-		ncases=$((ncases + a)) nok=$((nok + b)) nbad=$((nbad + c)) ndoc=$((ndoc + e))
-		nretry=$((nretry + f))
-		mapfile -t l <"$d/bad"
-		for a in "${l[@]}"; do
-			[ -n "$a" ] && BAD+=("$a")
-		done
-	done
-}
-
 rot() {
 	RW=${ROT[rot_i % ${#ROT[@]}]}
 	rot_i=$((rot_i + 1))
@@ -465,7 +402,7 @@ selfcheck() {
 	l=$(
 		export SANSWITCH_PROVIDER=none
 		ROUNDS=1 ncases=0 nok=0 nbad=0 ndoc=0 nretry=0 BAD=()
-		case_run sconn close 1 0 block >/dev/null 2>&1
+		case_ sconn close 1 0 block >/dev/null 2>&1
 		echo "$nbad $nretry"
 	)
 	[ "$l" = "1 $RETRIES" ] ||
@@ -545,9 +482,8 @@ case " ${MODES[*]} :$EXTRA: " in
 	;;
 esac
 
-collect all
 secs=$((EPOCHSECONDS - T0))
-log "$ncases cases in ${secs}s (ROUNDS=$ROUNDS KROUNDS=$KROUNDS EDGE_JOBS=$JOBS): $nok ok, $ndoc documented" \
+log "$ncases cases in ${secs}s (ROUNDS=$ROUNDS KROUNDS=$KROUNDS): $nok ok, $ndoc documented" \
 	"differences (DOC), $nbad differ or failed; $nretry run(s) made again (not switched)"
 if [ "$nbad" -gt 0 ]; then
 	log "cases that differ from kernel TCP:"
