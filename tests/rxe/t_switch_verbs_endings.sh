@@ -7,7 +7,7 @@
 # fell back to TCP during the switch-over. The reader must see what it sees over kernel TCP, but
 # where docs/verbs.md §3 says otherwise (a sender killed, crashed, aborted, or ending by a direct
 # exit_group: a prefix, then ECONNRESET, shown as DOC). The comparison's self-check here is
-# documented()'s alone (its runs' part is make check's, every time). 282 to 298 s in the guest
+# documented()'s alone (its runs' part is make check's, every time). 282 to 400 s in the guest
 # on a 2-core host loaded 5 to 6 by other work (10 to 15 s a case: the switched pair's start with
 # rdma-core, its connection's set-up and teardown under emulation; the kernel pair's 1 to 3 s);
 # the full matrix, and 3 MiB: opt_switch_verbs_endings.sh, by name.
