@@ -144,6 +144,16 @@ struct san_prov_ops {
 	 * engine thread comes to it). Lock held.
 	 */
 	void (*mark_read)(struct san_sock *s);
+	/*
+	 * Optional. We reset the connection and posted its ABORT: true if the provider takes
+	 * on the anchor's reset, to do it (san_sock_reset_anchor on its own dup of the TCP
+	 * socket) once the frames before the ABORT and the ABORT itself have reached the peer,
+	 * within a bound (verbs: they wait in this process, sent by the engine thread, and an RST
+	 * that overtook them would make the peer drop what TCP delivers before its reset);
+	 * false: the anchor is reset at once (shm: the ring is the peer's memory already, and
+	 * the peer hears of the reset at once, even while its application only polls). Lock held.
+	 */
+	bool (*hold_reset)(struct san_sock *s);
 	/* Optional. The connection was closed or reset: the provider may finish (lock held). */
 	void (*closed)(struct san_sock *s);
 	/*

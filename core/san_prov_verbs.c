@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -155,6 +156,8 @@ struct vconn {
 	bool watched;		/* the engine watches it (started on the engine thread) */
 	bool ending;		/* reset or closed: finish once the last frames are out */
 	ev_tstamp end_by;	/* ... or by then */
+	bool rst_held;		/* our reset's RST on the anchor waits for them (v_hold_reset) */
+	uint64_t rst_by;	/* ... until then at the latest (san_sock_now_ns) */
 	struct san_shm_cons pump; /* our txr, read to send */
 	struct san_shm_prod fill; /* our rxr, written from receives */
 	void *map;
@@ -695,8 +698,8 @@ static void mark_try(struct vconn *v)
 	uint64_t posted, done;
 
 	if (!s->mark_due || !v->mark_armed || v->mark_wait || v->in_poll || !v->c || v->gone ||
-	    s->err || v->stage != V_RUNNING)
-		return;
+	    (s->err && !v->rst_held) || v->stage != V_RUNNING)
+		return; /* (after our reset too, while its RST waits: the peer reads the ABORT after it) */
 	san_verbs_send_counts(v->c, &posted, &done);
 	if (!v->mark_posted) {
 		if (v->pump.cons < v->mark_at)
@@ -1009,6 +1012,21 @@ static int on_read_done(struct vconn *v, const void *msg, size_t len)
 	return 0;
 }
 
+/*
+ * A READ_DONE after our reset, while its RST waits for the peer's last READs of our area
+ * (v_rst_due): the next transfer's, read or given up, is released; nothing else is a fault now.
+ */
+static void read_done_late(struct vconn *v, const void *msg, size_t len)
+{
+	struct san_msg m;
+
+	if (san_msg_decode(msg, len, SAN_CHAN_SESSION, (uint32_t)len, &m) == 0 &&
+	    v->rel_seq != v->tx_seq && m.u.read_done.xfer_id == (uint32_t)(v->rel_seq + 1)) {
+		v->rel_seq++;
+		atomic_fetch_add_explicit(&frames_sent, 1, memory_order_relaxed);
+	}
+}
+
 static int on_msg(void *arg, const void *msg, size_t len)
 {
 	struct vconn *v = arg;
@@ -1029,8 +1047,12 @@ static int on_msg(void *arg, const void *msg, size_t len)
 	 */
 	if (type == SAN_T_DISCONNECT || type == SAN_T_ABORT)
 		v->peer_done = true;
-	if (v->s->err)
-		return 0; /* reset: nothing more is read (the slot goes back at once) */
+	if (v->s->err) {
+		/* reset: nothing more is read (the slot goes back at once) ... */
+		if (type == SAN_T_READ_DONE && v->rst_held)
+			read_done_late(v, msg, len); /* ... but what its RST waits for is counted */
+		return 0;
+	}
 	if (type == SAN_T_READ_DONE)
 		return on_read_done(v, msg, len); /* ours: the provider frees the region */
 	if (v->s->proc->closing && ((const struct san_wire_hdr *)msg)->type == SAN_T_DATA) {
@@ -1097,6 +1119,56 @@ static void v_progress(struct vconn *v)
 	}
 }
 
+/*
+ * Our reset (docs/verbs.md §3, "Close"): its RST on the anchor waits until what the peer reads
+ * before the ABORT has reached it, so that it resets after those bytes, as over TCP, rather than
+ * at an RST that overtook them. Due (1) once txr is sent and its SENDs completed (on RC the
+ * peer's HCA has them; rxe writes the receive completion before its ACK, and the peer takes its
+ * CQ in before it believes the anchor's end), the peer has READ our regions (its READ_DONEs)
+ * and our MARK, if it was still due, has gone and been acknowledged on TCP (an RST discards
+ * what the send queue holds); or at once when the transport is down, and at rst_by whatever
+ * is left (V_END_S: the peer may have stopped reading). 0: frames or READs still to come (a
+ * completion brings the engine back); -1: only TCP's acknowledgement of the MARK (polled).
+ */
+static int v_rst_due(struct vconn *v)
+{
+	struct san_sock *s = v->s;
+	struct san_verbs_info in;
+	struct pollfd p = { v->anchor, 0, 0 };
+	int queued = 0;
+
+	if (!v->c || v->gone || san_sock_now_ns() >= v->rst_by)
+		return 1;
+	if (san_shm_ring_cons_peek(&v->pump, &(struct san_shm_frame){ 0 }) == 0)
+		return 0;
+	san_verbs_get_info(v->c, &in);
+	if (in.sends_busy || v->rel_seq != v->tx_seq || (s->mark_due && v->mark_armed))
+		return 0;
+	if (SAN_SYS(SYS_ioctl, (long)v->anchor, (long)SIOCOUTQ, &queued) < 0 || queued <= 0)
+		return 1;
+	/* (a connection the peer has reset or closed already keeps its queue: nothing to wait for) */
+	return san_sys_poll(&p, 1, 0) > 0 && (p.revents & (POLLERR | POLLHUP)) ? 1 : -1;
+}
+
+/* The held RST goes now (lock held). */
+static void v_rst_send(struct vconn *v)
+{
+	v->rst_held = false;
+	san_sock_reset_anchor(v->s, v->anchor);
+}
+
+/* hold_reset: the frames go from the engine thread, after the sends returned (v_rst_due). */
+static bool v_hold_reset(struct san_sock *s)
+{
+	struct vconn *v = s->pv;
+
+	if (!v || !s->committed || v->anchor < 0 || !v->c || v->gone)
+		return false;
+	v->rst_held = true;
+	v->rst_by = san_sock_now_ns() + (uint64_t)(V_END_S * 1e9);
+	return true; /* (the closed hook, which follows, kicks the engine) */
+}
+
 /* Nothing more to do for the connection: its frames are out, or they never will be. */
 static bool v_finished(struct vconn *v)
 {
@@ -1115,6 +1187,8 @@ static bool v_finished(struct vconn *v)
 	}
 	if (s->err && san_ev.ev_now(san_engine_loop()) >= v->end_by)
 		return true;
+	if (v->rst_held)
+		return false; /* (v_run sends it when due; v_end at the latest) */
 	san_verbs_get_info(v->c, &in);
 	/* (the peer still reads our regions until its READ_DONEs: the area must stay) */
 	return !s->fin_pending && san_shm_ring_cons_peek(&v->pump, &(struct san_shm_frame){ 0 }) ==
@@ -1134,6 +1208,8 @@ static void v_end(struct ev_loop *loop, struct vconn *v)
 	san_ev.ev_timer_stop(loop, &v->t);
 	san_sock_lock(s);
 	fallback = v->b && v->stage == V_WAIT_SWITCH;
+	if (v->rst_held)
+		v_rst_send(v); /* (the dup closes below: the RST must not wait for s->tcp's close) */
 	if (v->ra.reached)
 		san_debug("fd %d: verbs: READ ahead at the end: depth %u; of %llu transfers reached "
 			  "behind another, %llu waited for their bytes", s->fd,
@@ -1159,12 +1235,16 @@ static void v_run(struct ev_loop *loop, struct vconn *v)
 	struct san_sock *s = v->s;
 	eventfd_t n;
 	bool done;
+	int rst;
 
 	(void)eventfd_read(v->kick, &n);
 	san_sock_lock(s);
 	v_progress(v);
 	if (s->fin_pending && !s->err)
 		san_sock_flush_fin(s); /* a close found txr full: the pump made room since */
+	rst = v->rst_held ? v_rst_due(v) : 0;
+	if (rst > 0)
+		v_rst_send(v);
 	if (v->gone) {
 		/* nothing more comes from the QP; held frames move on the application's reads */
 		san_ev.ev_io_stop(loop, &v->cq_w);
@@ -1174,6 +1254,15 @@ static void v_run(struct ev_loop *loop, struct vconn *v)
 	if (!done && v->mark_wait && !ev_is_active(&v->t)) {
 		/* the MARK's rest, as TCP's send buffer makes room (mark_write_now) */
 		ev_timer_set(&v->t, 0.001, 0.001);
+		san_ev.ev_timer_start(loop, &v->t);
+	}
+	if (!done && rst < 0) {
+		/*
+		 * The held RST waits for TCP's acknowledgement of our MARK: no event says it.
+		 * (Not the MARK's own timer: the MARK is out. The ending's comes back after.)
+		 */
+		san_ev.ev_timer_stop(loop, &v->t);
+		ev_timer_set(&v->t, 0.001, 0.);
 		san_ev.ev_timer_start(loop, &v->t);
 	}
 	if (!done && v->ending && !ev_is_active(&v->t)) {
@@ -1201,7 +1290,7 @@ static void v_timer(struct ev_loop *loop, ev_timer *t, int revents)
 	san_sock_lock(s);
 	if (v->b && v->stage == V_WAIT_SWITCH) {
 		v->gone = true;
-	} else if (v->mark_wait && !s->err) {
+	} else if (v->mark_wait && (!s->err || v->rst_held)) {
 		mark_write_now(v);
 		if (v->mark_wait) {
 			pthread_mutex_unlock(&s->lock);
@@ -1321,6 +1410,13 @@ static bool v_pending(struct vconn *v)
 	struct san_shm_frame f;
 	struct san_verbs_info in;
 
+	if (v->rst_held) {
+		/* a reset: its frames are waited for too, up to its RST (bounded: rst_by) */
+		if (v_rst_due(v) <= 0)
+			return true;
+		v_rst_send(v);
+		return false;
+	}
 	if (v->gone || !v->c || s->err)
 		return false;
 	if (s->tx == SK_TX_SAN && !s->fin_sent)
@@ -2965,6 +3061,7 @@ const struct san_prov_ops san_prov_verbs = {
 	.grant_keys = true,
 	.progress = v_progress_op,
 	.peer_said_end = v_peer_said_end,
+	.hold_reset = v_hold_reset,
 	.closed = v_closed,
 	.spin_poll = v_spin_poll,
 	.mark_after = v_mark_after,

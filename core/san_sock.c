@@ -1201,6 +1201,34 @@ void san_sock_on_bufsize(int fd, bool snd)
 	san_sock_put(s);
 }
 
+/*
+ * The anchor's part of a reset, through fd (s->tcp, or a provider's dup of it). Lock held.
+ */
+void san_sock_reset_anchor(struct san_sock *s, int fd)
+{
+	if (fd < 0)
+		return;
+	if (s->swapped || s->proc->closing) {
+		/*
+		 * RST on the anchor now (connect to AF_UNSPEC disconnects with a reset): the
+		 * peer's engine hears of it at once, even while its application only polls.
+		 */
+		struct sockaddr sa = { .sa_family = AF_UNSPEC };
+
+		(void)SAN_SYS(SYS_connect, (long)fd, &sa, (long)sizeof(sa));
+	} else {
+		/*
+		 * Still the application's own fd: keep it a connected socket (its reads report
+		 * the reset through s->err); FIN now, RST when it is closed.
+		 */
+		struct linger lg = { 1, 0 };
+
+		(void)SAN_SYS(SYS_setsockopt, (long)fd, (long)SOL_SOCKET, (long)SO_LINGER, &lg,
+			      (long)sizeof(lg));
+		(void)san_sys_shutdown(fd, SHUT_RDWR);
+	}
+}
+
 /* After commit every failure resets the connection (protocol.md §9.2 rule 5). Lock held. */
 static void sock_reset(struct san_sock *s, int err, unsigned int reason, bool tell_peer)
 {
@@ -1214,25 +1242,13 @@ static void sock_reset(struct san_sock *s, int err, unsigned int reason, bool te
 	/* (before the swap too: a pure sender's peer reads the ring, and must meet the reset) */
 	if (tell_peer && s->committed && s->txr.sh)
 		(void)san_conn_post_ctrl(s, SAN_T_ABORT, (uint16_t)reason);
-	if (s->tcp >= 0 && (s->swapped || s->proc->closing)) {
-		/*
-		 * RST on the anchor now (connect to AF_UNSPEC disconnects with a reset): the
-		 * peer's engine hears of it at once, even while its application only polls.
-		 */
-		struct sockaddr sa = { .sa_family = AF_UNSPEC };
-
-		(void)SAN_SYS(SYS_connect, (long)s->tcp, &sa, (long)sizeof(sa));
-	} else if (s->tcp >= 0) {
-		/*
-		 * Still the application's own fd: keep it a connected socket (its reads report
-		 * the reset through s->err); FIN now, RST when it is closed.
-		 */
-		struct linger lg = { 1, 0 };
-
-		(void)SAN_SYS(SYS_setsockopt, (long)s->tcp, (long)SOL_SOCKET, (long)SO_LINGER, &lg,
-			      (long)sizeof(lg));
-		(void)san_sys_shutdown(s->tcp, SHUT_RDWR);
-	}
+	/*
+	 * A provider whose frames still wait in this process (verbs) resets the anchor itself
+	 * once they and the ABORT are out: an RST that overtook them would make the peer drop
+	 * what TCP would have delivered before the reset.
+	 */
+	if (!(tell_peer && s->prov && s->prov->hold_reset && s->prov->hold_reset(s)))
+		san_sock_reset_anchor(s, s->tcp);
 	pthread_cond_broadcast(&s->cond);
 	san_sock_ring_self(s);
 	san_sock_release_y(s);

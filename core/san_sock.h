@@ -432,6 +432,9 @@ void san_sock_drop_fd(int fd, bool active, unsigned int reason);
 void san_sock_check_anchor(struct san_sock *s);
 int san_sock_swap(struct san_sock *s);
 void san_sock_reset_locked(struct san_sock *s, int err, unsigned int reason);
+/* A reset's RST (or, on a number the application still holds, FIN now and RST at its close) on
+ * the anchor through fd, a provider's dup of it when it held the reset (hold_reset). */
+void san_sock_reset_anchor(struct san_sock *s, int fd);
 void san_sock_commit(struct san_sock *s);
 void san_sock_reset_by_peer(struct san_sock *s, unsigned int reason);
 struct san_sock *san_sock_find_tuple(const struct san_tuple *t, int *lite_busy);

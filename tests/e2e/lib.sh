@@ -156,9 +156,11 @@ spawn() {
 
 # alive PID — PID is a child of this shell and has not exited. Checking the parent means a pid that
 # was reaped and then reused by some other process is never mistaken for ours (nor killed).
+# (Both read /proc with the shell's own read: a test polls them every 50 ms, and in the emulated
+# guest of tests/rxe every cat is a fork and an exec that take the CPUs from the programs tested.)
 alive() {
 	local st state ppid
-	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	read -r st 2>/dev/null <"/proc/$1/stat" || return 1
 	st=${st##*) } # after "pid (comm) ": "state ppid ..."; comm may contain spaces
 	read -r state ppid _ <<<"$st"
 	[ "$ppid" = "$BASHPID" ] && [ "$state" != Z ] && [ "$state" != X ]
@@ -167,7 +169,7 @@ alive() {
 # running PID — PID exists and is not a zombie (whoever its parent is).
 running() {
 	local st
-	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	read -r st 2>/dev/null <"/proc/$1/stat" || return 1
 	st=${st##*) }
 	[ "${st%% *}" != Z ] && [ "${st%% *}" != X ]
 }
@@ -176,9 +178,9 @@ running() {
 # or 124 after killing it if it did not finish in time.
 wait_pid() {
 	local pid=$1 secs=$2 end rc=0
-	end=$(($(date +%s) + secs))
+	end=$((EPOCHSECONDS + secs))
 	while alive "$pid"; do
-		if [ "$(date +%s)" -ge "$end" ]; then
+		if [ "$EPOCHSECONDS" -ge "$end" ]; then
 			kill -KILL "$pid" 2>/dev/null
 			wait "$pid" 2>/dev/null
 			return 124
@@ -295,9 +297,9 @@ start_pf() {
 	local -a cmd=()
 	for a in "$@"; do cmd+=("${a//\{PORTFILE\}/$pf}"); done
 	spawn "$name" "$mode" "${cmd[@]}"
-	end=$(($(date +%s) + ${PF_WAIT:-15}))
+	end=$((EPOCHSECONDS + ${PF_WAIT:-15}))
 	until [ -s "$pf" ]; do
-		if ! alive "$SPAWN_PID" || [ "$(date +%s)" -ge "$end" ]; then
+		if ! alive "$SPAWN_PID" || [ "$EPOCHSECONDS" -ge "$end" ]; then
 			stop "$SPAWN_PID"
 			show "$TMP/$name.out" "$TMP/$name.err"
 			fail "server $name did not write its port file: ${cmd[*]}"
