@@ -143,47 +143,97 @@ as_t() {
 	tmo "$secs" "${MENV[@]}" "$@"
 }
 
+# _exec_menv CMD... — in a subshell: make MENV's settings there and exec CMD, as `"${MENV[@]}" CMD`
+# would without running env(1) first (see _now: a program less each time a server starts).
+_exec_menv() {
+	local a u=
+	for a in "${MENV[@]:1}"; do
+		if [ -n "$u" ]; then
+			unset "$a"
+			u=
+			continue
+		fi
+		case $a in
+		-u) u=1 ;;
+		*=*) export "${a?}" ;;
+		*) echo "_exec_menv: '$a' in MENV" >&2; exit 127 ;;
+		esac
+	done
+	exec "$@"
+}
+
 # spawn NAME MODE CMD... — start CMD in the background (stdout/stderr to $TMP/NAME.out/.err), as
-# MODE. `env` execs CMD, so SPAWN_PID is CMD's own pid.
+# MODE. The subshell execs CMD, so SPAWN_PID is CMD's own pid.
 spawn() {
 	local name=$1
 	_menv "$2" "${3:-}"
 	shift 2
-	"${MENV[@]}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" </dev/null &
+	(_exec_menv "$@") >"$TMP/$name.out" 2>"$TMP/$name.err" </dev/null &
 	SPAWN_PID=$!
 	_PIDS+=("$SPAWN_PID")
 }
 
 # alive PID — PID is a child of this shell and has not exited. Checking the parent means a pid that
 # was reaped and then reused by some other process is never mistaken for ours (nor killed).
+# The polling loops below (and the helpers they call) run no program: each turn reads the clock
+# (_now), /proc (_stat) and sleeps (_nap) in bash itself. In the emulated guest of tests/rxe a
+# fork and exec costs a tenth of a second or more, so a turn that ran cat, date and sleep took
+# half a second or more whatever interval it asked for, and each run of a test waited that long
+# again and again for a server to start or to end.
+
+# _now — the time in whole seconds since the epoch, in NOW (date +%s).
+NOW=
+_now() { printf -v NOW '%(%s)T' -1; }
+
+# _nap SECONDS — sleep: a read that times out on a FIFO nothing writes to (opened read-write, so
+# the open does not wait for a writer). sleep(1) if the FIFO cannot be made.
+_nap() {
+	[ -p "$TMP/.nap" ] || mkfifo "$TMP/.nap" 2>/dev/null
+	if [ -p "$TMP/.nap" ]; then
+		read -rt "$1" <>"$TMP/.nap"
+	else
+		sleep "$1"
+	fi
+	return 0
+}
+
+# _stat PID — /proc/PID/stat after "pid (comm) " ("state ppid ..."; comm may contain spaces) in
+# STAT; false when there is no such process.
+STAT=
+_stat() {
+	STAT=
+	{ IFS= read -r -d '' STAT <"/proc/$1/stat" || :; } 2>/dev/null
+	[ -n "$STAT" ] || return 1
+	STAT=${STAT##*) }
+}
+
 alive() {
-	local st state ppid
-	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	st=${st##*) } # after "pid (comm) ": "state ppid ..."; comm may contain spaces
-	read -r state ppid _ <<<"$st"
+	local state ppid
+	_stat "$1" || return 1
+	read -r state ppid _ <<<"$STAT"
 	[ "$ppid" = "$BASHPID" ] && [ "$state" != Z ] && [ "$state" != X ]
 }
 
 # running PID — PID exists and is not a zombie (whoever its parent is).
 running() {
-	local st
-	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	st=${st##*) }
-	[ "${st%% *}" != Z ] && [ "${st%% *}" != X ]
+	_stat "$1" || return 1
+	[ "${STAT%% *}" != Z ] && [ "${STAT%% *}" != X ]
 }
 
 # wait_pid PID SECONDS — wait at most SECONDS for a background child; return its exit status,
 # or 124 after killing it if it did not finish in time.
 wait_pid() {
 	local pid=$1 secs=$2 end rc=0
-	end=$(($(date +%s) + secs))
+	_now
+	end=$((NOW + secs))
 	while alive "$pid"; do
-		if [ "$(date +%s)" -ge "$end" ]; then
+		_now
+		if [ "$NOW" -ge "$end" ]; then
 			kill -KILL "$pid" 2>/dev/null
 			wait "$pid" 2>/dev/null
 			return 124
 		fi
-		sleep 0.05
+		_nap 0.05
 	done
 	wait "$pid" || rc=$?
 	return "$rc"
@@ -250,11 +300,13 @@ listening() {
 # wait_listen PORT PID SECONDS — wait until PORT is listened on while PID stays alive.
 wait_listen() {
 	local port=$1 pid=$2 secs=$3 end
-	end=$(($(date +%s) + secs))
+	_now
+	end=$((NOW + secs))
 	until listening "$port"; do
 		alive "$pid" || return 1
-		[ "$(date +%s)" -lt "$end" ] || return 1
-		sleep 0.05
+		_now
+		[ "$NOW" -lt "$end" ] || return 1
+		_nap 0.05
 	done
 	alive "$pid"
 }
@@ -291,20 +343,23 @@ start_pf() {
 	local name=$1 mode=$2 pf end a
 	shift 2
 	pf=$TMP/$name.port
-	rm -f "$pf"
+	[ ! -e "$pf" ] || rm -f "$pf"
 	local -a cmd=()
 	for a in "$@"; do cmd+=("${a//\{PORTFILE\}/$pf}"); done
 	spawn "$name" "$mode" "${cmd[@]}"
-	end=$(($(date +%s) + ${PF_WAIT:-15}))
+	_now
+	end=$((NOW + ${PF_WAIT:-15}))
 	until [ -s "$pf" ]; do
-		if ! alive "$SPAWN_PID" || [ "$(date +%s)" -ge "$end" ]; then
+		_now
+		if ! alive "$SPAWN_PID" || [ "$NOW" -ge "$end" ]; then
 			stop "$SPAWN_PID"
 			show "$TMP/$name.out" "$TMP/$name.err"
 			fail "server $name did not write its port file: ${cmd[*]}"
 		fi
-		sleep 0.02
+		_nap 0.02
 	done
-	SERVER_PORT=$(head -n1 "$pf")
+	SERVER_PORT=
+	IFS= read -r SERVER_PORT <"$pf" || :
 	SERVER_PID=$SPAWN_PID
 	case $SERVER_PORT in
 	'' | *[!0-9]*) fail "$name: bad port file content: '$SERVER_PORT'" ;;
@@ -329,12 +384,11 @@ assert_preloaded() {
 # no_preload_errors FILE... — the dynamic loader did not refuse the library.
 no_preload_errors() {
 	local f
-	for f in "$@"; do
-		if grep -q 'cannot be preloaded' "$f" 2>/dev/null; then
-			show "$f"
-			fail "ld.so refused LD_PRELOAD (see $f)"
-		fi
-	done
+	# (one grep for all: it names the files that have it, in order)
+	f=$(grep -l 'cannot be preloaded' -- "$@" 2>/dev/null) || return 0
+	f=${f%%$'\n'*}
+	show "$f"
+	fail "ld.so refused LD_PRELOAD (see $f)"
 }
 
 sha() { sha256sum <"$1" | cut -d' ' -f1; }
@@ -343,32 +397,39 @@ sha() { sha256sum <"$1" | cut -d' ' -f1; }
 
 STATS_LINE_RE='^sanswitch: pid=[0-9]+ switched=[0-9]+ fallback=[0-9]+ san_tx_bytes=[0-9]+ san_rx_bytes=[0-9]+ tcp_tx_bytes=[0-9]+ tcp_rx_bytes=[0-9]+( [a-z_]+=[0-9]+)*$'
 
-# stats_line FILE — the one stats line in FILE (fails unless there is exactly one, well formed).
-stats_line() {
-	local n
-	n=$(grep -c '^sanswitch: pid=' "$1")
-	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines, expected exactly 1"; }
-	grep -E "$STATS_LINE_RE" "$1" || { show "$1"; fail "$(basename -- "$1"): malformed stats line"; }
+# _one_line FILE PREFIX WHAT — the one line of FILE that begins with PREFIX, which must match
+# STATS_LINE_RE (fails unless there is exactly one, well formed). One grep, the rest in bash:
+# these run several times per case (see _now).
+_one_line() {
+	local l n=0 ok=
+	while IFS= read -r l; do
+		n=$((n + 1))
+		[[ $l =~ $STATS_LINE_RE ]] && ok=$l
+	done < <(grep -- "^$2" "$1")
+	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines$3, expected exactly 1"; }
+	[ -n "$ok" ] || { show "$1"; fail "$(basename -- "$1"): malformed stats line$3"; }
+	echo "$ok"
 }
 
-# field LINE KEY — the value of KEY=... in a stats line. (Callers in $(...) add "|| exit 1": a fail
-# there only leaves the subshell.)
+# stats_line FILE — the one stats line in FILE (fails unless there is exactly one, well formed).
+stats_line() { _one_line "$1" 'sanswitch: pid=' ''; }
+
+# field LINE KEY — the value of KEY=... in a stats line (one per line if KEY is there more than
+# once). (Callers in $(...) add "|| exit 1": a fail there only leaves the subshell.)
 field() {
-	local v
-	v=$(printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p")
+	local v='' w
+	local -a words
+	IFS=$' \n' read -r -d '' -a words <<<"$1" || :
+	for w in "${words[@]}"; do
+		[[ $w == "$2="* ]] && v+=${v:+$'\n'}${w#"$2="}
+	done
 	[ -n "$v" ] || fail "no field $2 in: $1"
 	echo "$v"
 }
 
 # pid_line FILE PID — the one stats line of PID in FILE (a python3 that is a wrapper script, like
 # a pyenv shim, runs processes of its own that print lines too: only PID's is looked at).
-pid_line() {
-	local n
-	n=$(grep -c "^sanswitch: pid=$2 " "$1")
-	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines for pid $2, expected 1"; }
-	grep -E "$STATS_LINE_RE" "$1" | grep "^sanswitch: pid=$2 " ||
-		{ show "$1"; fail "$(basename -- "$1"): malformed stats line for pid $2"; }
-}
+pid_line() { _one_line "$1" "sanswitch: pid=$2 " " for pid $2"; }
 
 # pids_switched OUT ERR N WHAT — each process that printed "# pid P" in OUT has one stats line in
 # ERR saying switched=N.
