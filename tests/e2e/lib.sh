@@ -140,6 +140,9 @@ as_t() {
 	_menv "$1" "${3:-}"
 	local secs=$2
 	shift 2
+	# (removing an LD_PRELOAD that this shell does not have is a no-op: timeout(1) then runs CMD
+	# itself, one program less per kernel-only run; see _now)
+	[ "${MENV[*]}" = "env -u LD_PRELOAD" ] && [ -z "${LD_PRELOAD+x}" ] && MENV=()
 	tmo "$secs" "${MENV[@]}" "$@"
 }
 
