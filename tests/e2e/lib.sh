@@ -481,6 +481,19 @@ vswitched() {
 
 # ---------------------------------------------------------------- the verifier
 
+# lines_with FILE PREFIX — the lines of a short FILE that begin with PREFIX (a fixed string), in
+# LINES (one per line); false when there is none. grep '^PREFIX' without running grep (see _now).
+LINES=
+lines_with() {
+	local l
+	LINES=
+	[ -r "$1" ] || return 1
+	while IFS= read -r l || [ -n "$l" ]; do
+		[[ $l == "$2"* ]] && LINES+=${LINES:+$'\n'}$l
+	done <"$1"
+	[ -n "$LINES" ]
+}
+
 # vpair NAME SMODE CMODE CONNS SERVER_ARGS -- CLIENT_ARGS — one sanverify server/client run:
 # server as SMODE, client as CMODE (pre|none), CONNS connections. Both must report "ok" with the
 # right counts. Sets VCRC (client crc32) and VBYTES (client byte total).
@@ -510,9 +523,10 @@ vpair() {
 		fail "$name: client exit $rc, server exit $srv_rc (server=$smode client=$cmode," \
 			"server args: ${sargs[*]}; client args: ${cargs[*]})"
 	fi
-	line=$(grep '^sanverify: client ok ' "$TMP/$name.cli.out") ||
+	lines_with "$TMP/$name.cli.out" 'sanverify: client ok ' ||
 		{ show "$TMP/$name.cli.out"; fail "$name: no 'client ok' line"; }
-	grep -q "^sanverify: server ok conns=$conns " "$TMP/$name.srv.out" ||
+	line=$LINES
+	lines_with "$TMP/$name.srv.out" "sanverify: server ok conns=$conns " ||
 		{ show "$TMP/$name.srv.out"; fail "$name: no 'server ok conns=$conns' line"; }
 	[[ $line =~ conns=([0-9]+)\ bytes=([0-9]+)\ crc32=([0-9A-Fa-f]{8}) ]] ||
 		fail "$name: cannot parse '$line'"
