@@ -176,8 +176,6 @@ spawn() {
 	_PIDS+=("$SPAWN_PID")
 }
 
-# alive PID — PID is a child of this shell and has not exited. Checking the parent means a pid that
-# was reaped and then reused by some other process is never mistaken for ours (nor killed).
 # The polling loops below (and the helpers they call) run no program: each turn reads the clock
 # (_now), /proc (_stat) and sleeps (_nap) in bash itself. In the emulated guest of tests/rxe a
 # fork and exec costs a tenth of a second or more, so a turn that ran cat, date and sleep took
@@ -210,6 +208,8 @@ _stat() {
 	STAT=${STAT##*) }
 }
 
+# alive PID — PID is a child of this shell and has not exited. Checking the parent means a pid that
+# was reaped and then reused by some other process is never mistaken for ours (nor killed).
 alive() {
 	local state ppid
 	_stat "$1" || return 1
@@ -387,8 +387,10 @@ assert_preloaded() {
 # no_preload_errors FILE... — the dynamic loader did not refuse the library.
 no_preload_errors() {
 	local f
-	# (one grep for all: it names the files that have it, in order)
-	f=$(grep -l 'cannot be preloaded' -- "$@" 2>/dev/null) || return 0
+	# (one grep for all: it names the files that have it, in order; its status is 2 when a file
+	# is missing, match or not)
+	f=$(grep -l 'cannot be preloaded' -- "$@" 2>/dev/null)
+	[ -n "$f" ] || return 0
 	f=${f%%$'\n'*}
 	show "$f"
 	fail "ld.so refused LD_PRELOAD (see $f)"
