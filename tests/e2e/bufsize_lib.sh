@@ -6,16 +6,24 @@
 # each of its processes must have FIELD=1 in its stats line (switched, switched_verbs). Prints
 # its lines (the "# pid" ones left out) sorted, on one line.
 bufsize_one() {
-	local out=$TMP/$1.$2 rc=0 pid l
+	local out=$TMP/$1.$2 rc=0 pid l sorted
+	local -a pids=() lines=()
 	as_t "$2" 60 "$3" "$E2E_DIR/edge_bufsize.py" "$1" ${5:+"$5"} >"$out.out" 2>"$out.err" || rc=$?
 	[ "$rc" -eq 0 ] || { show "$out.out" "$out.err"; fail "$1 ($2): exit $rc"; }
+	# (in bash but for sort: each program run costs a lot in the emulated guest of tests/rxe)
+	while IFS= read -r l || [ -n "$l" ]; do
+		[[ $l =~ ^#\ pid\ ([0-9]*)$ ]] && pids+=("${BASH_REMATCH[1]}")
+		[[ $l == '# pid'* ]] || lines+=("$l")
+	done <"$out.out"
 	if [ "$2" = pre ]; then
-		for pid in $(sed -n 's/^# pid \([0-9]*\)$/\1/p' "$out.out"); do
+		for pid in "${pids[@]}"; do
 			l=$(pid_line "$out.err" "$pid") || exit 1
 			[ "$(field "$l" "$4")" -eq 1 ] || fail "$1: not $4: $l"
 		done
 	fi
-	grep -v '^# pid' "$out.out" | sort | tr '\n' ' '
+	[ ${#lines[@]} -gt 0 ] || return 0
+	sorted=$(printf '%s\n' "${lines[@]}" | sort)
+	printf '%s ' "${sorted//$'\n'/ }"
 }
 
 # bufsize_compare ROUNDS PYTHON FIELD [ADDR] — every case over kernel TCP once, then ROUNDS

@@ -140,52 +140,103 @@ as_t() {
 	_menv "$1" "${3:-}"
 	local secs=$2
 	shift 2
+	# (removing an LD_PRELOAD that this shell does not have is a no-op: timeout(1) then runs CMD
+	# itself, one program less per kernel-only run; see _now)
+	[ "${MENV[*]}" = "env -u LD_PRELOAD" ] && [ -z "${LD_PRELOAD+x}" ] && MENV=()
 	tmo "$secs" "${MENV[@]}" "$@"
 }
 
+# _exec_menv CMD... — in a subshell: make MENV's settings there and exec CMD, as `"${MENV[@]}" CMD`
+# would without running env(1) first (see _now: a program less each time a server starts).
+_exec_menv() {
+	local a u=
+	for a in "${MENV[@]:1}"; do
+		if [ -n "$u" ]; then
+			unset "$a"
+			u=
+			continue
+		fi
+		case $a in
+		-u) u=1 ;;
+		*=*) export "${a?}" ;;
+		*) echo "_exec_menv: '$a' in MENV" >&2; exit 127 ;;
+		esac
+	done
+	exec "$@"
+}
+
 # spawn NAME MODE CMD... — start CMD in the background (stdout/stderr to $TMP/NAME.out/.err), as
-# MODE. `env` execs CMD, so SPAWN_PID is CMD's own pid.
+# MODE. The subshell execs CMD, so SPAWN_PID is CMD's own pid.
 spawn() {
 	local name=$1
 	_menv "$2" "${3:-}"
 	shift 2
-	"${MENV[@]}" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" </dev/null &
+	(_exec_menv "$@") >"$TMP/$name.out" 2>"$TMP/$name.err" </dev/null &
 	SPAWN_PID=$!
 	_PIDS+=("$SPAWN_PID")
 }
 
+# The polling loops below (and the helpers they call) run no program: each turn reads the clock
+# (_now), /proc (_stat) and sleeps (_nap) in bash itself. In the emulated guest of tests/rxe a
+# fork and exec costs a tenth of a second or more, so a turn that ran cat, date and sleep took
+# half a second or more whatever interval it asked for, and each run of a test waited that long
+# again and again for a server to start or to end.
+
+# _now — the time in whole seconds since the epoch, in NOW (date +%s).
+NOW=
+_now() { printf -v NOW '%(%s)T' -1; }
+
+# _nap SECONDS — sleep: a read that times out on a FIFO nothing writes to (opened read-write, so
+# the open does not wait for a writer). sleep(1) if the FIFO cannot be made.
+_nap() {
+	[ -p "$TMP/.nap" ] || mkfifo "$TMP/.nap" 2>/dev/null
+	if [ -p "$TMP/.nap" ]; then
+		read -rt "$1" <>"$TMP/.nap"
+	else
+		sleep "$1"
+	fi
+	return 0
+}
+
+# _stat PID — /proc/PID/stat after "pid (comm) " ("state ppid ..."; comm may contain spaces) in
+# STAT; false when there is no such process.
+STAT=
+_stat() {
+	STAT=
+	{ IFS= read -r -d '' STAT <"/proc/$1/stat" || :; } 2>/dev/null
+	[ -n "$STAT" ] || return 1
+	STAT=${STAT##*) }
+}
+
 # alive PID — PID is a child of this shell and has not exited. Checking the parent means a pid that
 # was reaped and then reused by some other process is never mistaken for ours (nor killed).
-# (Both read /proc with the shell's own read: a test polls them every 50 ms, and in the emulated
-# guest of tests/rxe every cat is a fork and an exec that take the CPUs from the programs tested.)
 alive() {
-	local st state ppid
-	read -r st 2>/dev/null <"/proc/$1/stat" || return 1
-	st=${st##*) } # after "pid (comm) ": "state ppid ..."; comm may contain spaces
-	read -r state ppid _ <<<"$st"
+	local state ppid
+	_stat "$1" || return 1
+	read -r state ppid _ <<<"$STAT"
 	[ "$ppid" = "$BASHPID" ] && [ "$state" != Z ] && [ "$state" != X ]
 }
 
 # running PID — PID exists and is not a zombie (whoever its parent is).
 running() {
-	local st
-	read -r st 2>/dev/null <"/proc/$1/stat" || return 1
-	st=${st##*) }
-	[ "${st%% *}" != Z ] && [ "${st%% *}" != X ]
+	_stat "$1" || return 1
+	[ "${STAT%% *}" != Z ] && [ "${STAT%% *}" != X ]
 }
 
 # wait_pid PID SECONDS — wait at most SECONDS for a background child; return its exit status,
 # or 124 after killing it if it did not finish in time.
 wait_pid() {
 	local pid=$1 secs=$2 end rc=0
-	end=$((EPOCHSECONDS + secs))
+	_now
+	end=$((NOW + secs))
 	while alive "$pid"; do
-		if [ "$EPOCHSECONDS" -ge "$end" ]; then
+		_now
+		if [ "$NOW" -ge "$end" ]; then
 			kill -KILL "$pid" 2>/dev/null
 			wait "$pid" 2>/dev/null
 			return 124
 		fi
-		sleep 0.05
+		_nap 0.05
 	done
 	wait "$pid" || rc=$?
 	return "$rc"
@@ -252,11 +303,13 @@ listening() {
 # wait_listen PORT PID SECONDS — wait until PORT is listened on while PID stays alive.
 wait_listen() {
 	local port=$1 pid=$2 secs=$3 end
-	end=$(($(date +%s) + secs))
+	_now
+	end=$((NOW + secs))
 	until listening "$port"; do
 		alive "$pid" || return 1
-		[ "$(date +%s)" -lt "$end" ] || return 1
-		sleep 0.05
+		_now
+		[ "$NOW" -lt "$end" ] || return 1
+		_nap 0.05
 	done
 	alive "$pid"
 }
@@ -293,20 +346,23 @@ start_pf() {
 	local name=$1 mode=$2 pf end a
 	shift 2
 	pf=$TMP/$name.port
-	rm -f "$pf"
+	[ ! -e "$pf" ] || rm -f "$pf"
 	local -a cmd=()
 	for a in "$@"; do cmd+=("${a//\{PORTFILE\}/$pf}"); done
 	spawn "$name" "$mode" "${cmd[@]}"
-	end=$((EPOCHSECONDS + ${PF_WAIT:-15}))
+	_now
+	end=$((NOW + ${PF_WAIT:-15}))
 	until [ -s "$pf" ]; do
-		if ! alive "$SPAWN_PID" || [ "$EPOCHSECONDS" -ge "$end" ]; then
+		_now
+		if ! alive "$SPAWN_PID" || [ "$NOW" -ge "$end" ]; then
 			stop "$SPAWN_PID"
 			show "$TMP/$name.out" "$TMP/$name.err"
 			fail "server $name did not write its port file: ${cmd[*]}"
 		fi
-		sleep 0.02
+		_nap 0.02
 	done
-	SERVER_PORT=$(head -n1 "$pf")
+	SERVER_PORT=
+	IFS= read -r SERVER_PORT <"$pf" || :
 	SERVER_PID=$SPAWN_PID
 	case $SERVER_PORT in
 	'' | *[!0-9]*) fail "$name: bad port file content: '$SERVER_PORT'" ;;
@@ -331,12 +387,13 @@ assert_preloaded() {
 # no_preload_errors FILE... — the dynamic loader did not refuse the library.
 no_preload_errors() {
 	local f
-	for f in "$@"; do
-		if grep -q 'cannot be preloaded' "$f" 2>/dev/null; then
-			show "$f"
-			fail "ld.so refused LD_PRELOAD (see $f)"
-		fi
-	done
+	# (one grep for all: it names the files that have it, in order; its status is 2 when a file
+	# is missing, match or not)
+	f=$(grep -l 'cannot be preloaded' -- "$@" 2>/dev/null)
+	[ -n "$f" ] || return 0
+	f=${f%%$'\n'*}
+	show "$f"
+	fail "ld.so refused LD_PRELOAD (see $f)"
 }
 
 sha() { sha256sum <"$1" | cut -d' ' -f1; }
@@ -345,32 +402,39 @@ sha() { sha256sum <"$1" | cut -d' ' -f1; }
 
 STATS_LINE_RE='^sanswitch: pid=[0-9]+ switched=[0-9]+ fallback=[0-9]+ san_tx_bytes=[0-9]+ san_rx_bytes=[0-9]+ tcp_tx_bytes=[0-9]+ tcp_rx_bytes=[0-9]+( [a-z_]+=[0-9]+)*$'
 
-# stats_line FILE — the one stats line in FILE (fails unless there is exactly one, well formed).
-stats_line() {
-	local n
-	n=$(grep -c '^sanswitch: pid=' "$1")
-	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines, expected exactly 1"; }
-	grep -E "$STATS_LINE_RE" "$1" || { show "$1"; fail "$(basename -- "$1"): malformed stats line"; }
+# _one_line FILE PREFIX WHAT — the one line of FILE that begins with PREFIX, which must match
+# STATS_LINE_RE (fails unless there is exactly one, well formed). One grep, the rest in bash:
+# these run several times per case (see _now).
+_one_line() {
+	local l n=0 ok=
+	while IFS= read -r l; do
+		n=$((n + 1))
+		[[ $l =~ $STATS_LINE_RE ]] && ok=$l
+	done < <(grep -- "^$2" "$1")
+	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines$3, expected exactly 1"; }
+	[ -n "$ok" ] || { show "$1"; fail "$(basename -- "$1"): malformed stats line$3"; }
+	echo "$ok"
 }
 
-# field LINE KEY — the value of KEY=... in a stats line. (Callers in $(...) add "|| exit 1": a fail
-# there only leaves the subshell.)
+# stats_line FILE — the one stats line in FILE (fails unless there is exactly one, well formed).
+stats_line() { _one_line "$1" 'sanswitch: pid=' ''; }
+
+# field LINE KEY — the value of KEY=... in a stats line (one per line if KEY is there more than
+# once). (Callers in $(...) add "|| exit 1": a fail there only leaves the subshell.)
 field() {
-	local v
-	v=$(printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p")
+	local v='' w
+	local -a words
+	IFS=$' \n' read -r -d '' -a words <<<"$1" || :
+	for w in "${words[@]}"; do
+		[[ $w == "$2="* ]] && v+=${v:+$'\n'}${w#"$2="}
+	done
 	[ -n "$v" ] || fail "no field $2 in: $1"
 	echo "$v"
 }
 
 # pid_line FILE PID — the one stats line of PID in FILE (a python3 that is a wrapper script, like
 # a pyenv shim, runs processes of its own that print lines too: only PID's is looked at).
-pid_line() {
-	local n
-	n=$(grep -c "^sanswitch: pid=$2 " "$1")
-	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines for pid $2, expected 1"; }
-	grep -E "$STATS_LINE_RE" "$1" | grep "^sanswitch: pid=$2 " ||
-		{ show "$1"; fail "$(basename -- "$1"): malformed stats line for pid $2"; }
-}
+pid_line() { _one_line "$1" "sanswitch: pid=$2 " " for pid $2"; }
 
 # same_as_tcp NONE_OUT PRE_OUT WHAT — a probe's observations (its stdout, but for the "# pid N"
 # line) under the switch are the ones of its run over kernel TCP.
@@ -434,6 +498,19 @@ vswitched() {
 
 # ---------------------------------------------------------------- the verifier
 
+# lines_with FILE PREFIX — the lines of a short FILE that begin with PREFIX (a fixed string), in
+# LINES (one per line); false when there is none. grep '^PREFIX' without running grep (see _now).
+LINES=
+lines_with() {
+	local l
+	LINES=
+	[ -r "$1" ] || return 1
+	while IFS= read -r l || [ -n "$l" ]; do
+		[[ $l == "$2"* ]] && LINES+=${LINES:+$'\n'}$l
+	done <"$1"
+	[ -n "$LINES" ]
+}
+
 # vpair NAME SMODE CMODE CONNS SERVER_ARGS -- CLIENT_ARGS — one sanverify server/client run:
 # server as SMODE, client as CMODE (pre|none), CONNS connections. Both must report "ok" with the
 # right counts. Sets VCRC (client crc32) and VBYTES (client byte total).
@@ -463,9 +540,10 @@ vpair() {
 		fail "$name: client exit $rc, server exit $srv_rc (server=$smode client=$cmode," \
 			"server args: ${sargs[*]}; client args: ${cargs[*]})"
 	fi
-	line=$(grep '^sanverify: client ok ' "$TMP/$name.cli.out") ||
+	lines_with "$TMP/$name.cli.out" 'sanverify: client ok ' ||
 		{ show "$TMP/$name.cli.out"; fail "$name: no 'client ok' line"; }
-	grep -q "^sanverify: server ok conns=$conns " "$TMP/$name.srv.out" ||
+	line=$LINES
+	lines_with "$TMP/$name.srv.out" "sanverify: server ok conns=$conns " ||
 		{ show "$TMP/$name.srv.out"; fail "$name: no 'server ok conns=$conns' line"; }
 	[[ $line =~ conns=([0-9]+)\ bytes=([0-9]+)\ crc32=([0-9A-Fa-f]{8}) ]] ||
 		fail "$name: cannot parse '$line'"

@@ -10,9 +10,10 @@
 #   c. alloc_fail under SANSWITCH_BULK=auto: no copy memory, large sends still go by READ at both
 #      ends; the server never sees ENOBUFS, the client may before the server's HELLO (see below).
 # Each case blocking (poll), nonblocking (epoll loops on 2 threads) and blocking edge-triggered
-# with every send call (--io mix: send, write, sendmsg, writev); 4 conns x 8 MiB, writes up to
-# 1 MiB. Each crc32 must equal the kernel-only run with the same arguments and seed, and each
-# side's byte counts (san + tcp) must be exactly what the verifier moved.
+# with every send call (--io mix: send, write, sendmsg, writev); 4 conns x 8 MiB (FAULT_BYTES;
+# tests/rxe/t_switch_verbs_faults.sh: 4 MiB), writes up to 1 MiB. Each crc32 must equal the
+# kernel-only run with the same arguments and seed, and each side's byte counts (san + tcp) must
+# be exactly what the verifier moved.
 # timeout: 240
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -83,16 +84,17 @@ margs() {
 }
 
 C=4
+B=${FAULT_BYTES:-8M}
 for mode in "${MODES[@]}"; do
 	margs "$mode"
-	base "$mode" "$C" "${ARGS[@]}" -- "${ARGS[@]}" -b 8M -s 31
+	base "$mode" "$C" "${ARGS[@]}" -- "${ARGS[@]}" -b "$B" -s 31
 
 	# ---------------------------------------------------- a. no registration, no copy memory
 	# Every send above the inline size (4096) fails ENOBUFS at both ends, and sanverify's count is
 	# the library's: each failed send reached the application whole (nothing of it sent).
 	name=a.both.$mode
 	fpair "$name" reg_fail,alloc_fail "" "$C" --expect-enobufs "${ARGS[@]}" -- \
-		--expect-enobufs "${ARGS[@]}" -b 8M -s 31
+		--expect-enobufs "${ARGS[@]}" -b "$B" -s 31
 	same_crc "$name"
 	switched "$name" "$C"
 	[ "$(field "$CL" enobufs)" -gt 0 ] || fail "$name: no ENOBUFS counted by the client's library: $CL"
@@ -110,7 +112,7 @@ for mode in "${MODES[@]}"; do
 	# Under the default (auto) and under read, which would READ every large send if it could.
 	for bulk in auto read; do
 		name=b.reg.$bulk.$mode
-		fpair "$name" reg_fail "$bulk" "$C" "${ARGS[@]}" -- "${ARGS[@]}" -b 8M -s 31
+		fpair "$name" reg_fail "$bulk" "$C" "${ARGS[@]}" -- "${ARGS[@]}" -b "$B" -s 31
 		same_crc "$name"
 		switched "$name" "$C"
 		for l in "$CL" "$SL"; do
@@ -132,7 +134,7 @@ for mode in "${MODES[@]}"; do
 	# The client's library may count more than sanverify saw (a blocking send that fails after
 	# moving some bytes returns the count moved), never fewer.
 	name=c.alloc.auto.$mode
-	fpair "$name" alloc_fail auto "$C" "${ARGS[@]}" -- "${ARGS[@]}" -b 8M -s 31
+	fpair "$name" alloc_fail auto "$C" "${ARGS[@]}" -- "${ARGS[@]}" -b "$B" -s 31
 	same_crc "$name"
 	switched "$name" "$C"
 	[ "$(field "$CL" read_tx_bytes)" -gt 0 ] || fail "$name: no byte went by READ from the client: $CL"

@@ -18,6 +18,9 @@ need_build
 addr=${RXE_VM_ADDR:?RXE_VM_ADDR is not set: run through tests/rxe/run}
 PYX=/usr/bin/python3 # not a wrapper script: its own process must be the one preloaded
 PS=$(dirname -- "$0")/pure_sender.py
+# a preloaded python3 that listens loads rdma-core first: seconds in the emulated guest, more
+# than start_pf's 15 s on a busy host (r.fill did not write its port file, old and new harness)
+PF_WAIT=60
 
 export SANSWITCH_STATS=1 SANSWITCH_PROVIDER=verbs
 

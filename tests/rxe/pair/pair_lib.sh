@@ -29,7 +29,7 @@ get() {
 			return 0
 		fi
 		[ -f "$SHARED/abort" ] && fail "the other side gave up: $(cat "$SHARED/abort")"
-		sleep 0.1
+		_nap 0.1
 	done
 	fail "no '$1' from the other side within $2 s"
 }
