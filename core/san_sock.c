@@ -816,45 +816,16 @@ static void lite_drop(int fd, unsigned int reason)
 }
 
 /*
- * Someone needs fd's sock (an epoll_ctl, a dup, a shutdown, a fork: everything but the data
- * calls of san_sock_sendmsg/recvmsg). Made now, unless another thread's call is in the kernel:
- * then the connection stays TCP (waiting could wait for ever: a blocking receive). A reference,
- * or NULL.
+ * Make fd's lite candidate a sock now, unless another thread's call is in the kernel: then the
+ * connection stays TCP (waiting could wait for ever: a blocking receive). Another application
+ * thread making it is waited for; so is the engine draining the gate, unless !wait_engine: in
+ * the fork's prepare handler the engine cannot run (its own prepare handler, san_engine.c
+ * fork_prepare, runs before ours and holds its loop), so the drain's next look would never
+ * come, and such a connection stays TCP too.
  */
-static struct san_sock *lite_promote(int fd)
+static void lite_settle(int fd, bool wait_engine)
 {
-	struct san_lite *l;
-	uint32_t gen;
-
-	while ((l = san_lite_of(fd))) {
-		if (san_lite_close_gate(fd, &gen)) {
-			lite_make_sock(fd, l, gen);
-			break;
-		}
-		if (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & (SAN_LITE_CLOSED | SAN_LITE_DRAIN)) {
-			san_lite_wait_closing(fd); /* another thread makes it, or the engine */
-			continue;
-		}
-		san_debug("fd %d: a call of another thread is in the kernel: stays on TCP", fd);
-		lite_drop(fd, SAN_FB_NOT_ATTEMPTED);
-		break;
-	}
-	return reg_get(fd);
-}
-
-/*
- * Every lite candidate becomes a sock (reason 0: a fork's records are the socks'), or stays TCP
- * with that reason (SAN_LITE_CHILD: a fork child's copy, counted by the parent).
- */
-#define SAN_LITE_CHILD (~0u)
-
-/*
- * The fork's prepare handler: as lite_promote, but a gate the engine drains is left on TCP, not
- * waited for: the engine's own prepare handler (san_engine.c, fork_prepare) runs before ours
- * and holds its loop, so the drain's next look would never come.
- */
-static void lite_promote_for_fork(int fd)
-{
+	uint64_t busy = wait_engine ? SAN_LITE_CLOSED | SAN_LITE_DRAIN : SAN_LITE_CLOSED;
 	struct san_lite *l;
 	uint32_t gen;
 
@@ -863,15 +834,31 @@ static void lite_promote_for_fork(int fd)
 			lite_make_sock(fd, l, gen);
 			return;
 		}
-		if (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & SAN_LITE_CLOSED) {
-			san_lite_wait_closing(fd); /* an application thread makes it (not the engine:
-						    * it cannot run now, or we do not hold its loop) */
+		if (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & busy) {
+			san_lite_wait_closing(fd); /* another thread makes it (or the engine) */
 			continue;
 		}
-		lite_drop(fd, SAN_FB_NOT_ATTEMPTED); /* a call inside, or the engine draining */
+		san_debug("fd %d: a call of another thread is in the kernel: stays on TCP", fd);
+		lite_drop(fd, SAN_FB_NOT_ATTEMPTED);
 		return;
 	}
 }
+
+/*
+ * Someone needs fd's sock (an epoll_ctl beyond what the lite keeps, a dup, a shutdown: all but
+ * the data calls of san_sock_sendmsg/recvmsg). A reference, or NULL.
+ */
+static struct san_sock *lite_promote(int fd)
+{
+	lite_settle(fd, true);
+	return reg_get(fd);
+}
+
+/*
+ * Every lite candidate becomes a sock (reason 0: a fork's records are the socks'), or stays TCP
+ * with that reason (SAN_LITE_CHILD: a fork child's copy, counted by the parent).
+ */
+#define SAN_LITE_CHILD (~0u)
 
 static void lite_settle_all(unsigned int reason)
 {
@@ -891,7 +878,7 @@ static void lite_settle_all(unsigned int reason)
 		if (reason)
 			lite_drop((int)fd, reason);
 		else
-			lite_promote_for_fork((int)fd);
+			lite_settle((int)fd, false);
 	}
 }
 
