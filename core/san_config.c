@@ -18,7 +18,7 @@ const struct san_config san_config_defaults = {
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
 	.direct = 1,
-	.lite = 0,
+	.lite = 1,
 	.other_users = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
@@ -36,7 +36,7 @@ struct san_config san_cfg = {
 	.stats = SAN_CFG_STATS_LIVE,
 	.faults = 0,
 	.direct = 1,
-	.lite = 0,
+	.lite = 1,
 	.other_users = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
@@ -336,7 +336,7 @@ int san_config_load_over(struct san_config *cfg, const struct san_config *base,
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_LITE")) &&
 	    (err = san_config_parse_uint(s, 1, &cfg->lite))) {
-		san_config_reject(err, "SANSWITCH_LITE", s, "0|1", "0");
+		san_config_reject(err, "SANSWITCH_LITE", s, "0|1", "1");
 		bad++;
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_OTHER_USERS")) &&

@@ -14,7 +14,7 @@ need_build
 
 unset SANSWITCH_SWITCH_AFTER # lite candidates need the default policy (the client waits)
 export SANSWITCH_STATS=1
-export SANSWITCH_LITE=1 # (off by default: docs/engine.md §3)
+export SANSWITCH_LITE=1 # (the default: said here, as the case run with 0 below says its own)
 # run CASE WANT_SWITCHED [ENV...]
 run() {
 	local c=$1 want=$2 rc=0 line

@@ -12,8 +12,8 @@
 #     TCP), proposed at the first send that finds TCP's buffer full, else at the receive of the
 #     reply; in one send: proposed at the next call;
 #   - a client proposing after the server's window closed (its own SANSWITCH_SWITCH_AFTER=8):
-#     refused STATE, not NOT_OWNER, where the server's candidates are socks (the default);
-#     switched where they are lite (SANSWITCH_LITE=1: their window ends with its time only);
+#     refused STATE, not NOT_OWNER, where the server's candidates are socks (SANSWITCH_LITE=0);
+#     switched where they are lite (the default: their window ends with its time only);
 #   - one end preloaded, the other not (either way): bytes checked, nothing switched, no stall.
 # timeout: 180
 # shellcheck source=tests/e2e/lib.sh
@@ -114,9 +114,9 @@ log "one 1 MiB request: in 64 KiB sends switched after 256 KiB or later; in one 
 # at its 9th request; the server, at the default, ends the window once the client has begun its
 # 6th): refused STATE, the connection the server's own and staying TCP. Before, NOT_OWNER ("not
 # owned by the acceptor") three times, at the 9th request and the two after.
-# A server's candidates as socks (the default); lite ones (SANSWITCH_LITE=1, san_lite.h) count no
+# A server's candidates as socks (SANSWITCH_LITE=0); lite ones (the default, san_lite.h) count no
 # exchanges.
-CLIENT_ENV=SANSWITCH_SWITCH_AFTER=8 run late pre pre 10 11
+CLIENT_ENV=SANSWITCH_SWITCH_AFTER=8 run late pre pre 10 11 SANSWITCH_LITE=0
 expect late "$CL" switched 0
 expect late "$CL" fallback_state "$CONNS"
 expect late "$SL" fallback_not_attempted "$CONNS"
