@@ -162,7 +162,7 @@ int san_forked_kernel_counts(int fd, uint64_t *tx, uint64_t *rx)
 	 * the queues and take the queues only if nothing arrived in between.
 	 */
 	for (int i = 0; i < 16; i++) {
-		uint64_t acked, received, acked2, received2;
+		uint64_t acked = 0, received = 0, acked2 = 0, received2 = 0;
 		int outq = 0, inq = 0;
 		long r = tcp_counts(fd, &acked, &received);
 

@@ -12,21 +12,66 @@
 /*
  * The engine must not re-enter the interposed libc names (they would look the
  * fd up in the table and route it back to the engine), and must leave the
- * application's errno alone: every call here goes through syscall(2) and
- * returns the result or -errno.
+ * application's errno alone: every call here returns the result or -errno.
+ *
+ * On x86-64 and AArch64 the call is the kernel's own instruction, inline: these
+ * calls are on every data call of a candidate (a short connection makes about ten at
+ * each end), and syscall(3) is interposed by us (preload/san_fd.c: libuv's raw
+ * closes), so going through it cost a wrapper's argument copy and checks, libc's
+ * errno and our save and restore of it, each time. Elsewhere, syscall(3).
  */
 static inline long san_sys(long r)
 {
 	return r < 0 ? -(long)errno : r;
 }
 
-#define SAN_SYS(...)                                  \
-	({                                            \
-		int san_sys_e_ = errno;               \
-		long san_sys_r_ = san_sys(syscall(__VA_ARGS__)); \
-		errno = san_sys_e_;                   \
-		san_sys_r_;                           \
-	})
+#if defined(__x86_64__)
+static inline long san_sys_call(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+	register long r10 __asm__("r10") = a4;
+	register long r8 __asm__("r8") = a5;
+	register long r9 __asm__("r9") = a6;
+	long r;
+
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "0"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return r; /* the kernel's -4095..-1 are -errno, as san_sys() gives */
+}
+#elif defined(__aarch64__)
+static inline long san_sys_call(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+	register long x8 __asm__("x8") = nr;
+	register long x0 __asm__("x0") = a1;
+	register long x1 __asm__("x1") = a2;
+	register long x2 __asm__("x2") = a3;
+	register long x3 __asm__("x3") = a4;
+	register long x4 __asm__("x4") = a5;
+	register long x5 __asm__("x5") = a6;
+
+	__asm__ volatile("svc 0"
+			 : "+r"(x0)
+			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+			 : "memory");
+	return x0;
+}
+#else
+static inline long san_sys_call(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+	int e = errno;
+	long r = san_sys(syscall(nr, a1, a2, a3, a4, a5, a6));
+
+	errno = e;
+	return r;
+}
+#endif
+
+/* SAN_SYS(nr, args...): up to six arguments, each passed as a long (pointers too). */
+#define SAN_SYS_ARGS_(nr, a1, a2, a3, a4, a5, a6, ...)                                      \
+	san_sys_call((long)(nr), (long)(a1), (long)(a2), (long)(a3), (long)(a4), (long)(a5), \
+		     (long)(a6))
+#define SAN_SYS(...) SAN_SYS_ARGS_(__VA_ARGS__, 0, 0, 0, 0, 0, 0, 0)
 
 static inline long san_sys_sendmsg(int fd, const struct msghdr *m, int flags)
 {
