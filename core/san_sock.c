@@ -4183,7 +4183,9 @@ bool san_sock_on_close(int fd)
 	 * A connection a fork shared ends when the last process lets go, as a TCP socket does:
 	 * until then the others go on with it, and this process only drops its copies.
 	 */
-	if (sock_let_go(s))
+	bool others = sock_let_go(s);
+
+	if (others)
 		san_debug("fd %d: closed here, another process still uses the connection", fd);
 	else
 		sock_end_last(s);
@@ -4192,9 +4194,16 @@ bool san_sock_on_close(int fd)
 		san_fd_set_state(fd, SAN_FD_SWITCHED);
 		count_switched(s);
 	}
-	if (s->committed && san_stats_enabled()) {
-		san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);
-		san_stats_add(SAN_STAT_TCP_RX_BYTES, s->tcp_rx);
+	/*
+	 * What went over TCP before the switch is counted once, by the process that lets go last
+	 * (as at an exit, san_sock_stats_exit): each sharer's copy of the counts holds the same
+	 * bytes, and every close counted them before.
+	 */
+	if (s->committed) {
+		if (!others && san_stats_enabled()) {
+			san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);
+			san_stats_add(SAN_STAT_TCP_RX_BYTES, s->tcp_rx);
+		}
 	} else if (sock_counts_whole(s, fd)) {
 		/*
 		 * A candidate that ends on TCP: its bytes are the ones our calls moved, so the

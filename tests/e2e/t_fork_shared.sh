@@ -8,7 +8,9 @@
 # (the parent's close then ends it through the anchor: the exec'd image never lets go). Before the
 # shared connections, a fork child's copy failed ECONNRESET. FORK_SHARED_RUNS (default 10) runs of
 # each case preloaded; FORK_SHARED_CASES picks cases (a to e, g); (f), below, kills a sharer inside
-# the lock.
+# the lock. The even runs use the default policy (the first request over TCP): the TCP bytes the
+# client's processes' stats lines count must be the server's, counted once by the last sharer to
+# let go (every closing sharer counted them before).
 # timeout: 600
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -21,14 +23,14 @@ RUNS=${FORK_SHARED_RUNS:-10}
 one() {
 	local mode=$1 c=$2 name="$2.$1.$3" port rc=0 src=0 i
 	rm -f "$TMP/$name.port" "$TMP/$name.res.child"
-	spawn "$name.srv" "$mode" env SANSWITCH_STATS=1 "${FAULT[@]}" "$PY" "$HELPER" server "$TMP/$name.port" "$c"
+	spawn "$name.srv" "$mode" env "${POLICY[@]}" SANSWITCH_STATS=1 "${FAULT[@]}" "$PY" "$HELPER" server "$TMP/$name.port" "$c"
 	local spid=$SPAWN_PID
 	for ((i = 0; i < 200; i++)); do
 		[ -s "$TMP/$name.port" ] && break
 		sleep 0.05
 	done
 	port=$(cat "$TMP/$name.port" 2>/dev/null) || { stop "$spid"; fail "$name: the server did not listen"; }
-	as_t "$mode" 90 env SANSWITCH_STATS=1 "${FAULT[@]}" "$PY" "$HELPER" client "$port" "$c" "$TMP/$name.res" \
+	as_t "$mode" 90 env "${POLICY[@]}" SANSWITCH_STATS=1 "${FAULT[@]}" "$PY" "$HELPER" client "$port" "$c" "$TMP/$name.res" \
 		>"$TMP/$name.cli.out" 2>"$TMP/$name.cli.err" || rc=$?
 	wait_pid "$spid" 90 || src=$?
 	# the client's child reports in a file, in case d after its close (which may end the
@@ -54,13 +56,33 @@ one() {
 			show "$TMP/$name.cli.err" "$TMP/$name.srv.err"
 			fail "$name: no stats line says switched=1"
 		fi
+		# What went over TCP before the switch is counted once per side, by the sharing
+		# process that closes or exits last (before, every closing sharer counted it). Not in
+		# g, whose exec'd sharer never lets go: nobody is last there, and nobody counts them.
+		# (Bytes go over TCP only where the client waits before it proposes: the even runs below.)
+		local ctx crx stx srx
+		ctx=$(sum_field "$TMP/$name.cli.err" tcp_tx_bytes) crx=$(sum_field "$TMP/$name.cli.err" tcp_rx_bytes)
+		stx=$(sum_field "$TMP/$name.srv.err" tcp_tx_bytes) srx=$(sum_field "$TMP/$name.srv.err" tcp_rx_bytes)
+		if [ "$c" != f ] && [ "$c" != g ] && { [ "$ctx" -ne "$srx" ] || [ "$crx" -ne "$stx" ]; }; then
+			show "$TMP/$name.cli.err" "$TMP/$name.srv.err"
+			fail "$name: TCP bytes counted $ctx/$crx (client's processes, sent/received) against $stx/$srx (server's)"
+		fi
 	fi
 }
 
-FAULT=()
+# sum_field FILE FIELD — FIELD summed over FILE's stats lines (one per process that exited)
+sum_field() {
+	awk -v f="$2" '/^sanswitch: pid=/ { for (i = 1; i <= NF; i++) if (index($i, f "=") == 1) t += substr($i, length(f) + 2) } END { print t + 0 }' "$1"
+}
+
+FAULT=() POLICY=()
 for c in ${FORK_SHARED_CASES:-a b c d e g}; do
 	one none "$c" 0
 	for ((r = 1; r <= RUNS; r++)); do
+		# the even runs under the default policy (the client's first request over TCP), the
+		# odd ones with the suite's SANSWITCH_SWITCH_AFTER
+		POLICY=()
+		((r % 2)) || POLICY=(-u SANSWITCH_SWITCH_AFTER)
 		one pre "$c" "$r"
 		cmp -s "$TMP/$c.none.0.all" "$TMP/$c.pre.$r.all" || {
 			diff -u "$TMP/$c.none.0.all" "$TMP/$c.pre.$r.all"
@@ -74,7 +96,7 @@ done
 # the child kills itself in its first send): the parent's next call takes the lock over
 # (EOWNERDEAD) and resets the connection, which the server reads as a reset. No kernel TCP run:
 # TCP has no lock to die in.
-FAULT=(SANSWITCH_FAULT=fork_die_locked)
+FAULT=(SANSWITCH_FAULT=fork_die_locked) POLICY=()
 for r in 1 2 3; do
 	one pre f "$r"
 	want=$'server: rx=e3b0c44298fc1c14 bytes=0 match=yes end=ECONNRESET\nclient: child killed by signal 9\nclient: a send after it: ECONNRESET\nclient exit 0, server exit 0'
