@@ -77,7 +77,7 @@ bool san_lite_open(int fd, struct san_stats_conn *stc)
 	}
 	l->tx = l->rx = 0;
 	l->stc = stc;
-	l->sent = l->touched = l->sleepers = 0;
+	l->sent = l->last_tx = l->touched = l->sleepers = 0;
 	l->nep = 0;
 	l->ep_lock = 0; /* (a fork child's copy may hold a parent thread's) */
 	/* (the engine's tuple is tagged with the generation it was asked for) */

@@ -39,6 +39,7 @@ struct san_lite {
 	uint64_t tx, rx;	    /* bytes its calls moved over TCP: the sock's counts, the stats */
 	struct san_stats_conn *stc; /* its sanstat slot, or NULL */
 	uint32_t sent;		    /* a send has gone: a blocking receive waits outside the gate */
+	uint32_t last_tx;	    /* the last call that moved bytes sent them (a hint, racy) */
 	uint32_t touched;	    /* a data call was made (san_up.c: not waiting for a fork child) */
 	uint32_t sleepers;	    /* blocking receives in the kernel (they may wait for the client) */
 	uint32_t ep_lock;	    /* held while nep/ep change (epoll_ctl calls, inside the gate) */
