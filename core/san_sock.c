@@ -13,7 +13,9 @@
 #include "core/san_conf.h"
 #include "core/san_config.h"
 #include "core/san_core.h"
+#include "core/san_epinfo.h"
 #include "core/san_epoll_early.h"
+#include "core/san_epoll_off.h"
 #include "core/san_engine.h"
 #include "core/san_epshadow.h"
 #include "core/san_ev.h"
@@ -1525,15 +1527,60 @@ void san_sock_stats_exit(void)
 	pthread_mutex_unlock(&reg_lock);
 }
 
+/* What the swap gives X of a registration it took off the TCP file (swap_ep_take). */
+enum ep_move {
+	EP_ADD,	 /* the registration as the application asked */
+	EP_GONE, /* nothing: the set no longer holds it */
+	EP_OFF,	 /* nothing yet: a disabled EPOLLONESHOT one, held off (san_epoll_off.h) */
+};
+
+/*
+ * The swap takes a registration off the TCP file (the number is about to name X). A DEL that
+ * finds nothing says the set no longer holds it: its epoll fd was closed (with the connection
+ * still in it, which ends a registration) and the number may be another set's now, or a
+ * socket's; adding it there would give a set the application never filled an event of ours.
+ * An EPOLLONESHOT registration that fired and waits for the application's MOD must stay
+ * disabled, and an ADD would arm it: the kernel's fdinfo says which (ino: the TCP file's). If
+ * the kernel cannot say (no /proc), it is taken for armed, as before: a second event is a smaller
+ * harm than a connection never reported again. (A wait in another thread that takes the
+ * registration's event between the look and the DEL leaves it armed on X too: microseconds, and
+ * only while the application both waits for and reads the connection at once.)
+ */
+static enum ep_move swap_ep_take(const struct san_sock_epreg *r, unsigned long ino)
+{
+	uint32_t events;
+	bool off = false;
+
+	if ((r->ev.events & EPOLLONESHOT) && ino &&
+	    san_epinfo_events(r->epfd, r->fd, ino, &events) == 0)
+		off = san_epinfo_disarmed(events);
+	if (san_sys_epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->fd, NULL) < 0)
+		return EP_GONE;
+	return off ? EP_OFF : EP_ADD;
+}
+
+/* The TCP file's inode (its registrations' key in the sets' fdinfo), 0 if unknown. */
+static unsigned long tcp_ino(int fd)
+{
+	struct stat st;
+
+	return SAN_SYS(SYS_fstat, (long)fd, &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
 int san_sock_swap(struct san_sock *s)
 {
-	int anchor, fl, fdfl, i;
+	enum ep_move move[SAN_SOCK_EPOLL_MAX];
+	unsigned long ino = 0;
+	int anchor, fl, fdfl, i, k;
 
 	anchor = san_fd_dup_hidden(s->fd);
 	if (anchor < 0)
 		return anchor;
+	for (i = 0; i < s->proc->nep && !ino; i++)
+		if (s->proc->ep[i].ev.events & EPOLLONESHOT)
+			ino = tcp_ino(s->fd);
 	for (i = 0; i < s->proc->nep; i++)
-		(void)san_sys_epoll_ctl(s->proc->ep[i].epfd, EPOLL_CTL_DEL, s->proc->ep[i].fd, NULL);
+		move[i] = swap_ep_take(&s->proc->ep[i], ino);
 	san_sock_tx_unmute(s, false); /* the ADDs below give X the registrations as asked */
 	fl = san_sys_fcntl(s->fd, F_GETFL, 0);
 	fdfl = san_sys_fcntl(s->fd, F_GETFD, 0);
@@ -1569,9 +1616,18 @@ int san_sock_swap(struct san_sock *s)
 		}
 		pthread_mutex_unlock(&reg_lock);
 	}
-	for (i = 0; i < s->proc->nep; i++)
-		(void)san_sys_epoll_ctl(s->proc->ep[i].epfd, EPOLL_CTL_ADD, s->proc->ep[i].fd,
-					&s->proc->ep[i].ev);
+	/* X's registrations: the ones kept are the kernel's again, the others are not ours */
+	for (i = k = 0; i < s->proc->nep; i++) {
+		const struct san_sock_epreg *r = &s->proc->ep[i];
+
+		if (move[i] == EP_OFF)
+			san_ep_off_keep(r->epfd, r->fd, &r->ev);
+		if (move[i] != EP_ADD)
+			continue;
+		(void)san_sys_epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->fd, (void *)&r->ev);
+		s->proc->ep[k++] = *r;
+	}
+	s->proc->nep = k;
 	san_fd_set_state(s->fd, SAN_FD_SWITCHED);
 	count_switched(s);
 	/* From now on X's readiness is the ring's: arm (or ring X if frames already wait). */
@@ -3308,7 +3364,9 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		muted = true;
 		san_up_watch_tx(s);
 	}
-	r = san_sys_epoll_ctl(epfd, op, fd, muted ? &kev : ev);
+	/* one the swap held off (disabled EPOLLONESHOT): answered as the kernel would */
+	if (!s->swapped || !san_ep_off_ctl(epfd, op, fd, ev, &r))
+		r = san_sys_epoll_ctl(epfd, op, fd, muted ? &kev : ev);
 	if (r == 0 && op != EPOLL_CTL_DEL && ev && (ev->events & EPOLLET) && !s->want_edges) {
 		/*
 		 * TCP wakes an edge-triggered waiter at every arrival, even with data unread;
@@ -3974,6 +4032,7 @@ void san_sock_atfork_child(void)
 
 	pthread_mutex_init(&reg_lock, NULL);
 	san_ep_early_atfork_child();
+	san_ep_off_atfork_child();
 	san_epshadow_atfork_child();
 	san_rxwatch_atfork_child();
 	n_tx_mute = 0;
