@@ -1,7 +1,8 @@
 #!/bin/bash
 # t_switch_epoll_swap — epoll registrations across the swap (the switch-over in the middle of a
 # connection's life), as kernel TCP reports them: switch_epoll_swap.py (one process, both ends)
-# checks an EPOLLET registration whose edge was taken, or not, before the receive that swaps; an
+# checks an EPOLLET registration whose edge was taken, or not, before the receive that swaps (and
+# that the MARK's arrival and the commit, in whatever order, give one edge, not two); an
 # EPOLLONESHOT registration that fired before it (it stays disabled until the application's MOD,
 # a DEL and an ADD of it answer as the kernel's) or is still armed (it fires once); and an epoll
 # fd closed with the connection registered whose number a new set, or a pipe, then takes (the
