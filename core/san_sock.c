@@ -1326,10 +1326,10 @@ void san_sock_epoll_rearm(struct san_sock *s)
 
 /*
  * The receive side leaves PAUSED: the re-arm above, if a receive was answered during the pause
- * (rx_told_paused). Else every edge the application was given stands for bytes it has not been
- * told are missing, and a re-arm would report the MARK, or data it already took the edge of,
- * once more: an edge the kernel never gives (a wait right after the one that reported the
- * MARK found EPOLLIN again in 11 of 20 connections). Lock held.
+ * (rx_told_paused). Else no receive told the application that bytes were missing, every edge it
+ * took still stands for bytes it can read, and a re-arm would report the MARK, or data whose
+ * edge it took already, once more: an edge the kernel never gives (a wait right after the one
+ * that reported the MARK found EPOLLIN again in 11 of 20 connections). Lock held.
  */
 void san_sock_epoll_rearm_paused(struct san_sock *s)
 {
@@ -1554,7 +1554,7 @@ enum ep_move {
  * The swap takes a registration off the TCP file (the number is about to name X). A DEL that
  * finds nothing says the set no longer holds it: its epoll fd was closed (with the connection
  * still in it, which ends a registration) and the number may be another set's now, or a
- * socket's; adding it there would give a set the application never filled an event of ours.
+ * socket's; an ADD there would put the connection in a set that never asked for it.
  * An EPOLLONESHOT registration that fired and waits for the application's MOD must stay
  * disabled, and an ADD would arm it: the kernel's fdinfo says which (ino: the TCP file's). If
  * the kernel cannot say (no /proc), it is taken for armed, as before: a second event is a smaller
