@@ -15,7 +15,6 @@
 #include "core/san_core.h"
 #include "core/san_epinfo.h"
 #include "core/san_epoll_early.h"
-#include "core/san_epoll_off.h"
 #include "core/san_engine.h"
 #include "core/san_epshadow.h"
 #include "core/san_ev.h"
@@ -1547,7 +1546,7 @@ void san_sock_stats_exit(void)
 enum ep_move {
 	EP_ADD,	 /* the registration as the application asked */
 	EP_GONE, /* nothing: the set no longer holds it */
-	EP_OFF,	 /* nothing yet: a disabled EPOLLONESHOT one, held off (san_epoll_off.h) */
+	EP_OFF,	 /* a disabled EPOLLONESHOT one: added disabled (swap_ep_add) */
 };
 
 /*
@@ -1556,11 +1555,13 @@ enum ep_move {
  * still in it, which ends a registration) and the number may be another set's now, or a
  * socket's; an ADD there would put the connection in a set that never asked for it.
  * An EPOLLONESHOT registration that fired and waits for the application's MOD must stay
- * disabled, and an ADD would arm it: the kernel's fdinfo says which (ino: the TCP file's). If
- * the kernel cannot say (no /proc), it is taken for armed, as before: a second event is a smaller
- * harm than a connection never reported again. (A wait in another thread that takes the
- * registration's event between the look and the DEL leaves it armed on X too: microseconds, and
- * only while the application both waits for and reads the connection at once.)
+ * disabled, and an ADD as asked would arm it: the kernel's fdinfo says which (ino: the TCP
+ * file's). If the kernel cannot say (no /proc), it is taken for armed, as before: a second event
+ * is a smaller harm than a connection never reported again. (A wait in another thread that takes
+ * the registration's event between the look and the DEL leaves it armed on X too: microseconds,
+ * and only while the application both waits for and reads the connection at once.) The look
+ * costs: the kernel prints the whole set, under the set's own lock (about 25 ms for 10,000
+ * registrations, docs/engine.md), once per such registration at its connection's swap.
  */
 static enum ep_move swap_ep_take(const struct san_sock_epreg *r, unsigned long ino)
 {
@@ -1573,6 +1574,25 @@ static enum ep_move swap_ep_take(const struct san_sock_epreg *r, unsigned long i
 	if (san_sys_epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->fd, NULL) < 0)
 		return EP_GONE;
 	return off ? EP_OFF : EP_ADD;
+}
+
+/*
+ * X's registration of a disabled one: in the kernel, so that whatever the application does next
+ * (a MOD that re-arms it, a DEL, an ADD, through any number of the set, in any process that
+ * shares it) gets the kernel's own answer. An ADD cannot make it disabled: it asks for no event
+ * but the flags, and the kernel adds EPOLLERR and EPOLLHUP to every registration, so a hang-up of
+ * X (the connection's end) could report once where the disabled TCP registration would not: an
+ * extra event, never a lost one. Not after a fork: the other process's number still names the TCP
+ * file, where its MOD would find nothing (ENOENT) and never re-arm it, so it is added armed, as
+ * before (an extra event again).
+ */
+static void swap_ep_add(const struct san_sock_epreg *r, bool disabled)
+{
+	struct epoll_event ev = r->ev;
+
+	if (disabled && !san_sock_fork_gen())
+		ev.events &= SAN_EPINFO_FLAGS;
+	(void)san_sys_epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->fd, &ev);
 }
 
 /* The TCP file's inode (its registrations' key in the sets' fdinfo), 0 if unknown. */
@@ -1636,11 +1656,9 @@ int san_sock_swap(struct san_sock *s)
 	for (i = k = 0; i < s->proc->nep; i++) {
 		const struct san_sock_epreg *r = &s->proc->ep[i];
 
-		if (move[i] == EP_OFF)
-			san_ep_off_keep(r->epfd, r->fd, &r->ev);
-		if (move[i] != EP_ADD)
+		if (move[i] == EP_GONE)
 			continue;
-		(void)san_sys_epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->fd, (void *)&r->ev);
+		swap_ep_add(r, move[i] == EP_OFF);
 		s->proc->ep[k++] = *r;
 	}
 	s->proc->nep = k;
@@ -2943,6 +2961,14 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		case SK_RX_PAUSED:
 			pause_wait = true;
 			r = -EAGAIN;
+			/*
+			 * A nonblocking reader's third look returns (below): bytes may sit in TCP
+			 * meanwhile, whose edge the application took, and the pause's end owes it
+			 * one (san_sock_epoll_rearm_paused). Said under the lock that saw the pause:
+			 * an end between this look and a later lock would find no word of it.
+			 */
+			if (nb && paused_waits >= 2)
+				s->rx_told_paused = true;
 			break;
 		case SK_RX_TCP:
 		case SK_RX_DRAIN: {
@@ -3082,17 +3108,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			break;
 		if (r == -EINTR)
 			continue;
-		if (pause_wait && nb && ++paused_waits > 2) {
-			/*
-			 * EAGAIN (or the count so far): a stalled peer must not block a nonblocking
-			 * reader. Bytes may sit in TCP meanwhile, whose edge the application took:
-			 * the pause's end owes it one (san_sock_epoll_rearm_paused).
-			 */
-			san_sock_lock(s);
-			s->rx_told_paused = true;
-			pthread_mutex_unlock(&s->lock);
-			break;
-		}
+		if (pause_wait && nb && ++paused_waits > 2)
+			break; /* EAGAIN: a stalled peer must not block a nonblocking reader */
 		if (pause_wait) {
 			/* The engine ends the pause within a side-channel round trip. */
 			struct timespec ts;
@@ -3389,9 +3406,7 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		muted = true;
 		san_up_watch_tx(s);
 	}
-	/* one the swap held off (disabled EPOLLONESHOT): answered as the kernel would */
-	if (!s->swapped || !san_ep_off_ctl(epfd, op, fd, ev, &r))
-		r = san_sys_epoll_ctl(epfd, op, fd, muted ? &kev : ev);
+	r = san_sys_epoll_ctl(epfd, op, fd, muted ? &kev : ev);
 	if (r == 0 && op != EPOLL_CTL_DEL && ev && (ev->events & EPOLLET) && !s->want_edges) {
 		/*
 		 * TCP wakes an edge-triggered waiter at every arrival, even with data unread;
@@ -4057,7 +4072,6 @@ void san_sock_atfork_child(void)
 
 	pthread_mutex_init(&reg_lock, NULL);
 	san_ep_early_atfork_child();
-	san_ep_off_atfork_child();
 	san_epshadow_atfork_child();
 	san_rxwatch_atfork_child();
 	n_tx_mute = 0;

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 
 #include "core/san_epoll_early.h"
-#include "core/san_epoll_off.h"
 #include "core/san_epshadow.h"
 #include "core/san_lite.h"
 #include "core/san_stats.h"
@@ -45,7 +44,6 @@ void san_track_new(int fd, const char *call)
 
 	san_track_stale_slot(fd);
 	san_epshadow_forget(fd); /* a number a close we never saw left in a copy of a set */
-	san_ep_off_forget(fd);
 	old = san_fd_clear(fd);
 	if (unlikely(old != SAN_FD_UNTRACKED))
 		san_debug("fd %d: stale %s entry dropped by %s", fd, san_fd_state_name(old), call);
@@ -183,9 +181,6 @@ void san_track_close(int fd)
 	/* an epoll set (untracked), or a member of sets: the copies go (not a vfork child's) */
 	if (unlikely(san_epshadow_any()) && san_fdtable_owned())
 		san_epshadow_forget(fd);
-	/* registrations the swap held off, in this set or of this number: the close ends them */
-	if (unlikely(san_ep_off_any()) && san_fdtable_owned())
-		san_ep_off_forget(fd);
 	if (likely(!san_fd_get(fd)))
 		return;
 	/* A vfork child's close is its own: the parent's entry and counts stay (san_fdtable.c). */
@@ -211,7 +206,6 @@ void san_track_close_range(unsigned int first, unsigned int last)
 	/* A tracked fd 2 in the range stays that socket until the real call: no log into it. */
 	quiet = first <= STDERR_FILENO && last >= STDERR_FILENO && san_fd_get(STDERR_FILENO);
 	san_epshadow_forget_range(first, last);
-	san_ep_off_forget_range(first, last);
 	for (fd = first; fd < hw && fd <= last; fd++) {
 		struct san_fd *f = san_fd_get((int)fd);
 
@@ -266,7 +260,6 @@ struct san_fd san_track_dup_onto_begin(int oldfd, int newfd)
 
 	if (oldfd != newfd && san_fdtable_owned()) {
 		san_epshadow_forget(newfd);
-		san_ep_off_forget(newfd);
 	}
 	if (oldfd == newfd || !(f = san_fd_get(newfd)) || !san_fdtable_owned())
 		return saved;

@@ -1,7 +1,6 @@
 /* preload — wrappers: waiting for readiness (poll, select, epoll). */
 #include "preload/san_preload.h"
 #include "core/san_epoll_early.h"
-#include "core/san_epoll_off.h"
 #include "core/san_epshadow.h"
 #include "core/san_rxwatch.h"
 #include "preload/san_watch.h"
@@ -473,13 +472,9 @@ SAN_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 
 	if (unlikely(!fn))
 		return san_enosys();
-	/*
-	 * Candidates: under the sock's lock (the swap moves them); EPOLLET: edges wanted; any call
-	 * while the swap holds registrations off the kernel (a disabled EPOLLONESHOT one).
-	 */
+	/* Candidates: under the sock's lock (the swap moves them); EPOLLET: edges wanted. */
 	if (unlikely(managed) &&
-	    (!san_switched(fd) || (ev && (ev->events & EPOLLET) && op != EPOLL_CTL_DEL) ||
-	     san_ep_off_any())) {
+	    (!san_switched(fd) || (ev && (ev->events & EPOLLET) && op != EPOLL_CTL_DEL))) {
 		ret = san_sock_epoll_ctl(epfd, op, fd, ev);
 		if (ret != SAN_PASS) {
 			ret = (int)san_ret(ret);

@@ -40,7 +40,7 @@
 	X(stats)            \
 	X(stats_conn)       \
 	X(epoll_early)      \
-	X(epoll_off)        \
+	X(epinfo)           \
 	X(epshadow)         \
 	X(engine)           \
 	X(sig)              \

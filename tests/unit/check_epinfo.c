@@ -1,6 +1,6 @@
 /*
- * tests/unit: core/san_epoll_off — registrations the swap holds off the kernel, answered as the
- * kernel answers for a disabled EPOLLONESHOT one; core/san_epinfo — reading what the kernel holds.
+ * tests/unit: core/san_epinfo — reading what the kernel holds of an epoll registration, and the
+ * kernel's own answers for a disabled EPOLLONESHOT one that the swap relies on.
  */
 #include <errno.h>
 #include <sys/epoll.h>
@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "core/san_epinfo.h"
-#include "core/san_epoll_off.h"
 #include "tests/unit/suites.h"
 #include "tests/unit/unit_require.h"
 
@@ -63,66 +62,45 @@ START_TEST(test_kernel_oneshot)
 }
 END_TEST
 
-/* Held off: MOD adds it (armed, fires once), DEL answers 0, ADD finds it there; then not ours. */
-START_TEST(test_held_off)
+/*
+ * What the swap relies on for a disabled one (san_sock.c, swap_ep_add): a registration added with
+ * the flags alone stays disabled, data or not; the application's MOD re-arms it (it fires once),
+ * its ADD finds it there, its DEL takes it: the kernel's own answers.
+ */
+START_TEST(test_added_disabled)
 {
-	int ep = epoll_create1(EPOLL_CLOEXEC), sv[2], out;
+	int ep = epoll_create1(EPOLL_CLOEXEC), sv[2];
 	struct epoll_event e = { .events = EPOLLIN | EPOLLONESHOT, .data.u64 = 7 }, got;
+	struct epoll_event off = { .events = (EPOLLIN | EPOLLONESHOT) & SAN_EPINFO_FLAGS, .data.u64 = 7 };
+	uint32_t ev;
 
 	REQUIRE(ep >= 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
 	REQUIRE(write(sv[1], "x", 1) == 1);
-	REQUIRE(!san_ep_off_any());
-	san_ep_off_keep(ep, sv[0], &e);
-	REQUIRE(san_ep_off_any());
-	REQUIRE(!san_ep_off_ctl(ep, EPOLL_CTL_MOD, sv[1], &e, &out)); /* another number */
-	REQUIRE(!san_ep_off_ctl(ep + 1, EPOLL_CTL_MOD, sv[0], &e, &out)); /* another set */
-	REQUIRE(san_ep_off_ctl(ep, EPOLL_CTL_ADD, sv[0], &e, &out) && out == -EEXIST);
-	REQUIRE(epoll_wait(ep, &got, 1, 0) == 0); /* disabled: nothing in the kernel */
-	REQUIRE(san_ep_off_ctl(ep, EPOLL_CTL_MOD, sv[0], &e, &out) && out == 0);
-	REQUIRE(!san_ep_off_any());
+	REQUIRE(epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &off) == 0);
+	REQUIRE(san_epinfo_events(ep, sv[0], ino_of(sv[0]), &ev) == 0);
+	REQUIRE(epoll_wait(ep, &got, 1, 0) == 0); /* disabled, though readable */
+	REQUIRE(epoll_ctl(ep, EPOLL_CTL_ADD, sv[0], &e) == -1 && errno == EEXIST);
+	REQUIRE(epoll_ctl(ep, EPOLL_CTL_MOD, sv[0], &e) == 0);
 	REQUIRE(epoll_wait(ep, &got, 1, 1000) == 1 && got.data.u64 == 7);
 	REQUIRE(epoll_wait(ep, &got, 1, 0) == 0); /* once */
-
-	san_ep_off_keep(ep, sv[1], &e);
-	REQUIRE(san_ep_off_ctl(ep, EPOLL_CTL_DEL, sv[1], NULL, &out) && out == 0);
-	REQUIRE(!san_ep_off_ctl(ep, EPOLL_CTL_DEL, sv[1], NULL, &out));
+	REQUIRE(san_epinfo_events(ep, sv[0], ino_of(sv[0]), &ev) == 0 && san_epinfo_disarmed(ev));
+	REQUIRE(epoll_ctl(ep, EPOLL_CTL_DEL, sv[0], NULL) == 0);
+	REQUIRE(epoll_ctl(ep, EPOLL_CTL_DEL, sv[0], NULL) == -1 && errno == ENOENT);
 	close(sv[0]);
 	close(sv[1]);
 	close(ep);
 }
 END_TEST
 
-/* A closed number goes, as a set and as a registered number; others stay. */
-START_TEST(test_forget)
+Suite *make_epinfo_suite(void)
 {
-	struct epoll_event e = { .events = EPOLLIN | EPOLLONESHOT };
-	int out;
-
-	san_ep_off_keep(50, 60, &e);
-	san_ep_off_keep(51, 60, &e);
-	san_ep_off_keep(52, 61, &e);
-	san_ep_off_keep(53, 70, &e);
-	san_ep_off_forget(50); /* the set 50 */
-	san_ep_off_forget(61); /* the number 61, in set 52 */
-	REQUIRE(!san_ep_off_ctl(50, EPOLL_CTL_DEL, 60, NULL, &out));
-	REQUIRE(!san_ep_off_ctl(52, EPOLL_CTL_DEL, 61, NULL, &out));
-	san_ep_off_forget_range(65, 75);
-	REQUIRE(!san_ep_off_ctl(53, EPOLL_CTL_DEL, 70, NULL, &out));
-	REQUIRE(san_ep_off_ctl(51, EPOLL_CTL_DEL, 60, NULL, &out) && out == 0);
-	REQUIRE(!san_ep_off_any());
-}
-END_TEST
-
-Suite *make_epoll_off_suite(void)
-{
-	Suite *s = suite_create("epoll_off");
+	Suite *s = suite_create("epinfo");
 	TCase *tc = tcase_create("core");
 
 	tcase_set_timeout(tc, SAN_UNIT_TIMEOUT);
 	tcase_add_test(tc, test_parse);
 	tcase_add_test(tc, test_kernel_oneshot);
-	tcase_add_test(tc, test_held_off);
-	tcase_add_test(tc, test_forget);
+	tcase_add_test(tc, test_added_disabled);
 	suite_add_tcase(s, tc);
 	return s;
 }
