@@ -2474,7 +2474,7 @@ static void b_commit(struct vconn *v, uint64_t offset)
 	if (r < 0)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
 	if (!s->proc->closing)
-		san_sock_epoll_rearm(s);
+		san_sock_epoll_rearm_paused(s);
 	pthread_cond_broadcast(&s->cond);
 	san_ev.ev_timer_stop(san_engine_loop(), &v->t);
 	san_debug("fd %d: committed (B, verbs), peer's X %llu", s->fd, (unsigned long long)offset);

@@ -13,6 +13,7 @@
 #include "core/san_conf.h"
 #include "core/san_config.h"
 #include "core/san_core.h"
+#include "core/san_epinfo.h"
 #include "core/san_epoll_early.h"
 #include "core/san_engine.h"
 #include "core/san_epshadow.h"
@@ -1323,6 +1324,22 @@ void san_sock_epoll_rearm(struct san_sock *s)
 }
 
 /*
+ * The receive side leaves PAUSED: the re-arm above, if a receive was answered during the pause
+ * (rx_told_paused). Else no receive told the application that bytes were missing, every edge it
+ * took still stands for bytes it can read, and a re-arm would report the MARK, or data whose
+ * edge it took already, once more: an edge the kernel never gives (a wait right after the one
+ * that reported the MARK found EPOLLIN again in 11 of 20 connections). Lock held.
+ */
+void san_sock_epoll_rearm_paused(struct san_sock *s)
+{
+	if (!s->rx_told_paused)
+		return;
+	s->rx_told_paused = false;
+	san_sock_epoll_rearm(s);
+	san_debug("fd %d: epoll registrations re-armed (a receive was answered during the pause)", s->fd);
+}
+
+/*
  * A pure sender's busy loop, and how it is avoided. A connection on the SAN whose application
  * has not read since the switch still has the TCP socket under its number (the swap happens
  * only in a receive, docs/engine.md §9). The TCP socket stays writable whatever the ring
@@ -1525,15 +1542,81 @@ void san_sock_stats_exit(void)
 	pthread_mutex_unlock(&reg_lock);
 }
 
+/* What the swap gives X of a registration it took off the TCP file (swap_ep_take). */
+enum ep_move {
+	EP_ADD,	 /* the registration as the application asked */
+	EP_GONE, /* nothing: the set no longer holds it */
+	EP_OFF,	 /* a disabled EPOLLONESHOT one: added disabled (swap_ep_add) */
+};
+
+/*
+ * The swap takes a registration off the TCP file (the number is about to name X). A DEL that
+ * finds nothing says the set no longer holds it: its epoll fd was closed (with the connection
+ * still in it, which ends a registration) and the number may be another set's now, or a
+ * socket's; an ADD there would put the connection in a set that never asked for it.
+ * An EPOLLONESHOT registration that fired and waits for the application's MOD must stay
+ * disabled, and an ADD as asked would arm it: the kernel's fdinfo says which (ino: the TCP
+ * file's). If the kernel cannot say (no /proc), it is taken for armed, as before: a second event
+ * is a smaller harm than a connection never reported again. (A wait in another thread that takes
+ * the registration's event between the look and the DEL leaves it armed on X too: microseconds,
+ * and only while the application both waits for and reads the connection at once.) The look
+ * costs: the kernel prints the whole set, under the set's own lock (about 25 ms for 10,000
+ * registrations, docs/engine.md), once per such registration at its connection's swap.
+ */
+static enum ep_move swap_ep_take(const struct san_sock_epreg *r, unsigned long ino)
+{
+	uint32_t events;
+	bool off = false;
+
+	if ((r->ev.events & EPOLLONESHOT) && ino &&
+	    san_epinfo_events(r->epfd, r->fd, ino, &events) == 0)
+		off = san_epinfo_disarmed(events);
+	if (san_sys_epoll_ctl(r->epfd, EPOLL_CTL_DEL, r->fd, NULL) < 0)
+		return EP_GONE;
+	return off ? EP_OFF : EP_ADD;
+}
+
+/*
+ * X's registration of a disabled one: in the kernel, so that whatever the application does next
+ * (a MOD that re-arms it, a DEL, an ADD, through any number of the set, in any process that
+ * shares it) gets the kernel's own answer. An ADD cannot make it disabled: it asks for no event
+ * but the flags, and the kernel adds EPOLLERR and EPOLLHUP to every registration, so a hang-up of
+ * X (the connection's end) could report once where the disabled TCP registration would not: an
+ * extra event, never a lost one. Not after a fork: the other process's number still names the TCP
+ * file, where its MOD would find nothing (ENOENT) and never re-arm it, so it is added armed, as
+ * before (an extra event again).
+ */
+static void swap_ep_add(const struct san_sock_epreg *r, bool disabled)
+{
+	struct epoll_event ev = r->ev;
+
+	if (disabled && !san_sock_fork_gen())
+		ev.events &= SAN_EPINFO_FLAGS;
+	(void)san_sys_epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->fd, &ev);
+}
+
+/* The TCP file's inode (its registrations' key in the sets' fdinfo), 0 if unknown. */
+static unsigned long tcp_ino(int fd)
+{
+	struct stat st;
+
+	return SAN_SYS(SYS_fstat, (long)fd, &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
 int san_sock_swap(struct san_sock *s)
 {
-	int anchor, fl, fdfl, i;
+	enum ep_move move[SAN_SOCK_EPOLL_MAX];
+	unsigned long ino = 0;
+	int anchor, fl, fdfl, i, k;
 
 	anchor = san_fd_dup_hidden(s->fd);
 	if (anchor < 0)
 		return anchor;
+	for (i = 0; i < s->proc->nep && !ino; i++)
+		if (s->proc->ep[i].ev.events & EPOLLONESHOT)
+			ino = tcp_ino(s->fd);
 	for (i = 0; i < s->proc->nep; i++)
-		(void)san_sys_epoll_ctl(s->proc->ep[i].epfd, EPOLL_CTL_DEL, s->proc->ep[i].fd, NULL);
+		move[i] = swap_ep_take(&s->proc->ep[i], ino);
 	san_sock_tx_unmute(s, false); /* the ADDs below give X the registrations as asked */
 	fl = san_sys_fcntl(s->fd, F_GETFL, 0);
 	fdfl = san_sys_fcntl(s->fd, F_GETFD, 0);
@@ -1569,9 +1652,16 @@ int san_sock_swap(struct san_sock *s)
 		}
 		pthread_mutex_unlock(&reg_lock);
 	}
-	for (i = 0; i < s->proc->nep; i++)
-		(void)san_sys_epoll_ctl(s->proc->ep[i].epfd, EPOLL_CTL_ADD, s->proc->ep[i].fd,
-					&s->proc->ep[i].ev);
+	/* X's registrations: the ones kept are the kernel's again, the others are not ours */
+	for (i = k = 0; i < s->proc->nep; i++) {
+		const struct san_sock_epreg *r = &s->proc->ep[i];
+
+		if (move[i] == EP_GONE)
+			continue;
+		swap_ep_add(r, move[i] == EP_OFF);
+		s->proc->ep[k++] = *r;
+	}
+	s->proc->nep = k;
 	san_fd_set_state(s->fd, SAN_FD_SWITCHED);
 	count_switched(s);
 	/* From now on X's readiness is the ring's: arm (or ring X if frames already wait). */
@@ -2886,6 +2976,14 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		case SK_RX_PAUSED:
 			pause_wait = true;
 			r = -EAGAIN;
+			/*
+			 * A nonblocking reader's third look returns (below): bytes may sit in TCP
+			 * meanwhile, whose edge the application took, and the pause's end owes it
+			 * one (san_sock_epoll_rearm_paused). Said under the lock that saw the pause:
+			 * an end between this look and a later lock would find no word of it.
+			 */
+			if (nb && paused_waits >= 2)
+				s->rx_told_paused = true;
 			break;
 		case SK_RX_TCP:
 		case SK_RX_DRAIN: {

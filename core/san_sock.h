@@ -205,6 +205,7 @@ struct san_sock {
 	bool anchor_watch; /* the engine watches the anchor */
 
 	bool want_edges;  /* an EPOLLET registration was made: a doorbell per arrival (rxr) */
+	bool rx_told_paused; /* a receive returned during PAUSED: its end re-arms (san_sock_epoll_rearm_paused) */
 	/*
 	 * A wait that watched the ring itself reported data while our flag was down: X was not
 	 * rung for it. Cleared by the next arm (the application read) or by an announce
@@ -441,6 +442,7 @@ struct san_sock *san_sock_find_tuple(const struct san_tuple *t, int *lite_busy);
 void san_sock_ring_self(struct san_sock *s);
 void san_sock_unplug(int yfd);
 void san_sock_epoll_rearm(struct san_sock *s);
+void san_sock_epoll_rearm_paused(struct san_sock *s);
 void san_sock_tx_mute(struct san_sock *s);
 void san_sock_tx_unmute(struct san_sock *s, bool restore);
 void san_sock_send_fin(struct san_sock *s);

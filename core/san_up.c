@@ -452,7 +452,7 @@ void san_up_b_fallback(struct san_sock *s, unsigned int reason)
 	san_sock_lock(s);
 	if (!s->committed && !s->proc->closing) {
 		if (s->rx == SK_RX_PAUSED)
-			san_sock_epoll_rearm(s);
+			san_sock_epoll_rearm_paused(s);
 		san_up_fallback(s, reason);
 	} else if (!s->committed) {
 		san_up_fallback(s, reason);
@@ -668,7 +668,7 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 	if (r < 0)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_CHANNEL);
 	if (!s->proc->closing)
-		san_sock_epoll_rearm(s);
+		san_sock_epoll_rearm_paused(s);
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	san_debug("fd %d: committed (B), peer's X %llu", s->fd, (unsigned long long)s->x_peer);

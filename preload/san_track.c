@@ -258,8 +258,9 @@ struct san_fd san_track_dup_onto_begin(int oldfd, int newfd)
 	struct san_fd *f;
 	int err = errno;
 
-	if (oldfd != newfd && san_fdtable_owned())
+	if (oldfd != newfd && san_fdtable_owned()) {
 		san_epshadow_forget(newfd);
+	}
 	if (oldfd == newfd || !(f = san_fd_get(newfd)) || !san_fdtable_owned())
 		return saved;
 	saved.flags = san_fd_flags(f);

@@ -385,6 +385,35 @@ assert_preloaded() {
 }
 
 # no_preload_errors FILE... — the dynamic loader did not refuse the library.
+# same_as_kernel SCRIPT — run the Python SCRIPT (it prints "check NAME: RESULT" lines and '#'
+# notes) on kernel TCP and then preloaded, into $TMP/kernel.out and $TMP/pre.out (.err); fail
+# unless both ran to the end and their outputs, notes left out, are identical. The caller may
+# filter $TMP/pre.err before a failure shows it (SAME_ERR_FILTER: an extended regex of lines to
+# leave out), and leave checks out of the comparison (SAME_EXEMPT: an extended regex of check
+# names) that it then judges itself (a documented difference).
+same_as_kernel() {
+	local script=$1 krc=0 prc=0 n
+	as_t none 50 "$PY" "$script" >"$TMP/kernel.out" 2>"$TMP/kernel.err" || krc=$?
+	if [ "$krc" -ne 0 ]; then
+		show "$TMP/kernel.out" "$TMP/kernel.err"
+		fail "${script##*/} exited $krc on kernel TCP (no preload): the test itself is broken"
+	fi
+	as_t pre 60 "$PY" "$script" >"$TMP/pre.out" 2>"$TMP/pre.err" || prc=$?
+	no_preload_errors "$TMP/pre.err"
+	grep -Ev "^#|^check (${SAME_EXEMPT:-\$}):" "$TMP/kernel.out" >"$TMP/kernel.cmp"
+	grep -Ev "^#|^check (${SAME_EXEMPT:-\$}):" "$TMP/pre.out" >"$TMP/pre.cmp"
+	n=$(grep -c '^check ' "$TMP/kernel.cmp")
+	if ! diff -u --label kernel --label preloaded "$TMP/kernel.cmp" "$TMP/pre.cmp" >"$TMP/diff"; then
+		cat "$TMP/diff"
+		grep -Ev "${SAME_ERR_FILTER:-^\$}" "$TMP/pre.err" >"$TMP/pre.err.shown"
+		show "$TMP/pre.err.shown"
+		fail "the preloaded run differs from kernel TCP in $(grep -c '^+check' "$TMP/diff") of $n checks" \
+			"(lines above: - kernel, + preloaded; preloaded exit $prc)"
+	fi
+	[ "$prc" -eq 0 ] || { show "$TMP/pre.out" "$TMP/pre.err"; fail "preloaded run exited $prc"; }
+	log "all $n checks give the same results preloaded as on kernel TCP"
+}
+
 no_preload_errors() {
 	local f
 	# (one grep for all: it names the files that have it, in order; its status is 2 when a file

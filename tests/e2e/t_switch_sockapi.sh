@@ -14,31 +14,9 @@ need_build
 
 export SANSWITCH_STATS=1
 
-kernel_rc=0
-as_t none 50 "$PY" "$E2E_DIR/switch_sockapi.py" >"$TMP/kernel.out" 2>"$TMP/kernel.err" || kernel_rc=$?
-if [ "$kernel_rc" -ne 0 ]; then
-	show "$TMP/kernel.out" "$TMP/kernel.err"
-	fail "switch_sockapi.py exited $kernel_rc on kernel TCP (no preload): the test itself is broken"
-fi
-
-pre_rc=0
-as_t pre 60 "$PY" "$E2E_DIR/switch_sockapi.py" >"$TMP/pre.out" 2>"$TMP/pre.err" || pre_rc=$?
-no_preload_errors "$TMP/pre.err"
-
-grep -v '^#' "$TMP/kernel.out" >"$TMP/kernel.cmp"
-grep -v '^#' "$TMP/pre.out" >"$TMP/pre.cmp"
-n=$(grep -c '^check ' "$TMP/kernel.cmp")
-if ! diff -u --label kernel --label preloaded "$TMP/kernel.cmp" "$TMP/pre.cmp" >"$TMP/diff"; then
-	cat "$TMP/diff"
-	# Leave out the idle lines of processes that never had a TCP socket (pyenv shims and such).
-	grep -Ev '^sanswitch: pid=[0-9]+ switched=0 fallback=0 san_tx_bytes=0 san_rx_bytes=0 tcp_tx_bytes=0 tcp_rx_bytes=0 ' \
-		"$TMP/pre.err" >"$TMP/pre.err.busy"
-	show "$TMP/pre.err.busy"
-	fail "the preloaded run differs from kernel TCP in $(grep -c '^+check' "$TMP/diff") of $n checks" \
-		"(lines above: - kernel, + preloaded; preloaded exit $pre_rc)"
-fi
-[ "$pre_rc" -eq 0 ] || { show "$TMP/pre.out" "$TMP/pre.err"; fail "preloaded run exited $pre_rc"; }
-log "all $n checks give the same results preloaded as on kernel TCP"
+# Leave out the idle lines of processes that never had a TCP socket (pyenv shims and such).
+SAME_ERR_FILTER='^sanswitch: pid=[0-9]+ switched=0 fallback=0 san_tx_bytes=0 san_rx_bytes=0 tcp_tx_bytes=0 tcp_rx_bytes=0 '
+same_as_kernel "$E2E_DIR/switch_sockapi.py"
 
 pairs=$(sed -n 's/^pairs \([0-9][0-9]*\)$/\1/p' "$TMP/pre.out")
 [ -n "$pairs" ] && [ "$pairs" -gt 0 ] || { show "$TMP/pre.out"; fail "no 'pairs N' line"; }

@@ -40,6 +40,7 @@
 	X(stats)            \
 	X(stats_conn)       \
 	X(epoll_early)      \
+	X(epinfo)           \
 	X(epshadow)         \
 	X(engine)           \
 	X(sig)              \
