@@ -977,6 +977,35 @@ void san_sock_on_listen(int fd)
 }
 
 /*
+ * The providers' listeners (shm's side channel, verbs' rdma_cm listener) are made before the
+ * kernel listens when the socket is bound to a port already: a client can connect the moment the
+ * kernel listens, before the real listen() has even returned, and its PROPOSE must find them
+ * there. Making them takes long the first time (the engine's start; rdma-core's load and device
+ * scan): made after the kernel's listen, they were missed by a client that connects and sends at
+ * once, which proposed to no one and stayed on TCP (no_peer: 3 of 14 clients spinning on
+ * connect() in the rxe guest, tests/rxe/t_switch_verbs_listen.sh). A socket not bound yet gets
+ * its port from listen() itself, which no client can know before it returns: its listeners
+ * follow the real call (san_sock_on_listen), as before.
+ */
+bool san_sock_before_listen(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	struct san_addr a;
+	int saved = errno; /* (the providers' calls may change it: the real listen() sets it) */
+	bool bound;
+
+	if (san_cfg.disable)
+		return false;
+	bound = SAN_SYS(SYS_getsockname, (long)fd, &ss, &len) == 0 &&
+		san_owner_addr((const struct sockaddr *)&ss, len, &a) == 0 && a.port;
+	if (bound)
+		san_sock_on_listen(fd);
+	errno = saved;
+	return bound;
+}
+
+/*
  * Before commit, the connection stays TCP: the fd becomes plain pass-through and the sock
  * leaves the registry. Lock held by the caller.
  */

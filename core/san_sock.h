@@ -372,6 +372,12 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len);
 bool san_sock_conf_refuses(struct san_sock *s, const struct san_addr *local);
 void san_sock_on_accept(int lfd, int fd);
 void san_sock_on_listen(int fd);
+/*
+ * listen() on a tracked TCP socket, before the real call: true if the providers' listeners were
+ * made now (the socket is bound to a port). The caller undoes them (san_prov_unlisten) if the real
+ * call fails, and does not call san_sock_on_listen after it succeeds.
+ */
+bool san_sock_before_listen(int fd);
 /* A TCP connection inherited through exec, named by fds[0..n) (sorted): a B candidate. */
 void san_sock_adopt(const int *fds, int n, uint32_t flags);
 /* Before the real close of a managed fd. Returns true if the engine closed the fd itself. */

@@ -34,19 +34,36 @@ SAN_EXPORT int bind(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
 	return SAN_REAL(bind)(fd, addr, len);
 }
 
+/*
+ * A bound socket's providers' listeners come before the kernel's listen, so that a client that
+ * connects at once finds them (san_sock_before_listen); a listen() again on a listener (a new
+ * backlog) makes none.
+ */
 SAN_EXPORT int listen(int fd, int backlog)
 {
-	int ret;
+	struct san_fd *f;
+	bool early = false;
+	int ret, e;
 
 	if (unlikely(san_switched(fd)))
 		return san_ret(-EINVAL);
+	f = san_fd_get(fd);
+	if (f && san_fd_state(f) == SAN_FD_TCP && !san_fd_guarded())
+		early = san_sock_before_listen(fd);
 	ret = SAN_REAL(listen)(fd, backlog);
-	if (ret == 0 && !san_fd_guarded()) {
-		struct san_fd *f = san_fd_get(fd);
-		bool was = f && san_fd_state(f) == SAN_FD_LISTENER;
+	if (ret < 0) {
+		if (early) {
+			e = errno;
+			san_prov_unlisten(fd);
+			errno = e;
+		}
+		return ret;
+	}
+	if (!san_fd_guarded()) {
+		bool was = (f = san_fd_get(fd)) && san_fd_state(f) == SAN_FD_LISTENER;
 
 		san_track_listen(fd);
-		if (!was && (f = san_fd_get(fd)) && san_fd_state(f) == SAN_FD_LISTENER)
+		if (!was && !early && (f = san_fd_get(fd)) && san_fd_state(f) == SAN_FD_LISTENER)
 			san_sock_on_listen(fd);
 	}
 	return ret;

@@ -20,6 +20,8 @@ import socket
 import sys
 import time
 
+import digest_reply
+
 
 def server(addr, d, rounds, secs):
     port = 0
@@ -35,14 +37,7 @@ def server(addr, d, rounds, secs):
         os.rename(tmp, os.path.join(d, "ready.%d" % n))
         conn, _ = lst.accept()
         time.sleep(secs)
-        h = hashlib.sha256()
-        while True:
-            b = conn.recv(1 << 17)
-            if not b:
-                break
-            h.update(b)
-        conn.sendall(h.hexdigest().encode() + b"\n")
-        conn.close()
+        digest_reply.answer(conn)
         lst.close()
     return 0
 
@@ -58,14 +53,8 @@ def client(addr, port, nbytes, seed, write):
         h.update(chunk)
         left -= len(chunk)
     s.shutdown(socket.SHUT_WR)
-    got = b""
-    while not got.endswith(b"\n"):
-        b = s.recv(128)
-        if not b:
-            break
-        got += b
-    s.close()
-    if got.decode().strip() != h.hexdigest():
+    got = digest_reply.read(s)
+    if got != h.hexdigest():
         print("relisten: digest mismatch: server %r, client %s" % (got, h.hexdigest()))
         return 1
     print("relisten: client ok bytes=%d sha256=%s" % (nbytes, h.hexdigest()))

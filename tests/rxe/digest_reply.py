@@ -1,0 +1,28 @@
+# tests/rxe/digest_reply.py — the exchange that relisten.py and quick_listen.py end their
+# connections with: the client sends its stream and shuts down its side, the server answers with
+# the SHA-256 of everything it read, a line, and the client compares it with its own.
+import hashlib
+
+
+def answer(conn):
+    """Read conn to EOF, answer with the hex SHA-256 of what came (a line), close it."""
+    h = hashlib.sha256()
+    while True:
+        b = conn.recv(1 << 17)
+        if not b:
+            break
+        h.update(b)
+    conn.sendall(h.hexdigest().encode() + b"\n")
+    conn.close()
+
+
+def read(s):
+    """After the stream and shutdown(SHUT_WR): the server's answer, a str; s closed."""
+    got = b""
+    while not got.endswith(b"\n"):
+        b = s.recv(128)
+        if not b:
+            break
+        got += b
+    s.close()
+    return got.decode(errors="replace").strip()
