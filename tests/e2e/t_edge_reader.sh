@@ -8,6 +8,8 @@
 # Before: a sender still holding its TCP number (it never read, so it never swapped) blocked
 # forever when its reader was killed (nothing watched the peer for it), the reply's first
 # write failed EPIPE, and a reset reported by a send that had moved bytes was lost (EPIPE).
+# READER_CASES="reply" limits the cases (default "kill exit close reply"): at 1609c47 the first
+# kill case hangs and ends the test before the reply case is reached.
 # timeout: 300
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -28,7 +30,7 @@ one() { # CASE WAIT MODE -> the result line (and its stats line checked)
 	grep -v '^# pid' "$out.out"
 }
 
-for c in kill exit close reply; do
+for c in ${READER_CASES:-kill exit close reply}; do
 	# (sendfile: not yet. A blocking sendfile() whose reader goes gets EPIPE over TCP, whose
 	# small socket buffers make every call return short and lose the reset (the next call
 	# says EPIPE); switched, the ring takes a whole call, the next one blocks from its start
