@@ -13,9 +13,8 @@
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
 need_build
-# A sanitizer's runtime makes system calls of its own (at exit, in its allocator) that the tool's
-# filter kills, with or without the library: the case cannot run there.
-[ -z "${SAN_KINDS:-}" ] || skip "a sanitized sanseccomp is killed by its own filter ($SAN_KINDS)"
+# Under SANITIZE=address the tool itself is built without ASan (Makefile: its runtime's own system
+# calls would meet the tool's filter); the library preloaded into it is the sanitized one.
 SEC=$BUILD/sanseccomp
 [ -x "$SEC" ] || SEC=$ROOT/build/sanseccomp # an older build without the tool
 [ -x "$SEC" ] || fail "missing sanseccomp (run make)"
