@@ -1611,15 +1611,13 @@ static enum ep_move swap_ep_take(const struct san_sock_epreg *r, unsigned long i
  * shares it) gets the kernel's own answer. An ADD cannot make it disabled: it asks for no event
  * but the flags, and the kernel adds EPOLLERR and EPOLLHUP to every registration, so a hang-up of
  * X (the connection's end) could report once where the disabled TCP registration would not: an
- * extra event, never a lost one. Not after a fork: the other process's number still names the TCP
- * file, where its MOD would find nothing (ENOENT) and never re-arm it, so it is added armed, as
- * before (an extra event again).
+ * extra event, never a lost one. (Not after a fork: san_sock_swap.)
  */
 static void swap_ep_add(const struct san_sock_epreg *r, bool disabled)
 {
 	struct epoll_event ev = r->ev;
 
-	if (disabled && !san_sock_fork_gen())
+	if (disabled)
 		ev.events &= SAN_EPINFO_FLAGS;
 	(void)san_sys_epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->fd, &ev);
 }
@@ -1641,9 +1639,17 @@ int san_sock_swap(struct san_sock *s)
 	anchor = san_fd_dup_hidden(s->fd);
 	if (anchor < 0)
 		return anchor;
-	for (i = 0; i < s->proc->nep && !ino; i++)
-		if (s->proc->ep[i].ev.events & EPOLLONESHOT)
-			ino = tcp_ino(s->fd);
+	/*
+	 * Whether an EPOLLONESHOT registration fired is asked (swap_ep_take, the set's fdinfo: the
+	 * costly look) only where the answer is used: in a process that never forked. After a fork
+	 * the other process's number still names the TCP file, where its MOD would find nothing
+	 * (ENOENT) and never re-arm a disabled one, so every registration is added armed, as before
+	 * (an extra event at most). Without the inode no registration is looked up.
+	 */
+	if (!san_sock_fork_gen())
+		for (i = 0; i < s->proc->nep && !ino; i++)
+			if (s->proc->ep[i].ev.events & EPOLLONESHOT)
+				ino = tcp_ino(s->fd);
 	for (i = 0; i < s->proc->nep; i++)
 		move[i] = swap_ep_take(&s->proc->ep[i], ino);
 	san_sock_tx_unmute(s, false); /* the ADDs below give X the registrations as asked */
