@@ -50,7 +50,7 @@ struct san_lite *san_lite_of(int fd)
 	return l && (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & SAN_LITE_LIVE) ? l : NULL;
 }
 
-bool san_lite_open(int fd, struct san_stats_conn *stc)
+static bool lite_open(int fd, struct san_stats_conn *stc, uint64_t a_t0_ns)
 {
 	struct san_lite *l;
 	uint64_t g;
@@ -75,7 +75,9 @@ bool san_lite_open(int fd, struct san_stats_conn *stc)
 						false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 			return false;
 	}
-	l->tx = l->rx = 0;
+	l->tx = l->rx = l->a_ex_rx0 = 0;
+	l->a_t0_ns = a_t0_ns;
+	l->a_ex_done = l->a_want = 0;
 	l->stc = stc;
 	l->sent = l->last_tx = l->touched = l->sleepers = 0;
 	l->nep = 0;
@@ -88,6 +90,16 @@ bool san_lite_open(int fd, struct san_stats_conn *stc)
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 	return true;
+}
+
+bool san_lite_open(int fd, struct san_stats_conn *stc)
+{
+	return lite_open(fd, stc, 0);
+}
+
+bool san_lite_open_a(int fd, struct san_stats_conn *stc, uint64_t t0_ns)
+{
+	return t0_ns && lite_open(fd, stc, t0_ns);
 }
 
 struct san_lite *san_lite_enter(int fd, uint32_t *gen)

@@ -12,6 +12,11 @@
 #   busy:  dup()ed while another thread's receive is in the kernel (seen in
 #          /proc/self/task/TID/syscall, not guessed with a sleep): the connection stays TCP
 #          (that receive cannot be paused), and every byte still arrives.
+# And the client's lite candidate (A), its replies read by a reader thread that waits in the
+# kernel for each one before the request goes (seen as above), the server a thread of its own:
+#   cwant: the second request, due, finds that receive inside the gate: it goes on TCP, and the
+#          reader's next receive makes the sock, which proposes: the connection switches;
+#   cdup:  dup()ed while that receive is in the kernel: the client's connection stays TCP.
 # Prints "lite CASE: ok"; exits 1 on a mismatch.
 import os
 import select
@@ -147,6 +152,40 @@ elif case == "busy":
     for i in range(1, 4):
         exchange(i, srv)
     os.close(d)
+elif case in ("cwant", "cdup"):
+    n = 6
+    reqs = [(b"c%02d" % i) * 300 for i in range(n)]
+    box = {"got": []}
+    got_one = threading.Semaphore(0)
+
+    def server():
+        for r in reqs:
+            srv.sendall(recv_exact(srv, len(r))[::-1])
+
+    def reader():
+        box["tid"] = threading.get_native_id()
+        for r in reqs:
+            box["got"].append(recv_exact(cli, len(r)))
+            got_one.release()
+
+    ts = [threading.Thread(target=server), threading.Thread(target=reader)]
+    for t in ts:
+        t.start()
+    wait_until(lambda: "tid" in box, "no reader thread")
+    d = None
+    for i, r in enumerate(reqs):
+        wait_until(lambda: in_recv(box["tid"]), "the reader never waited in the kernel")
+        if case == "cdup" and i == 1:
+            d = os.dup(cli.fileno())  # its receive is inside the gate
+        cli.sendall(r)
+        got_one.acquire()
+    for t in ts:
+        t.join()
+    for i, r in enumerate(reqs):
+        if box["got"][i] != r[::-1]:
+            fail("reply %d: %d bytes" % (i, len(box["got"][i])))
+    if d is not None:
+        os.close(d)
 else:
     print("lite: unknown case %s" % case)
     sys.exit(2)

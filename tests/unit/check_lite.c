@@ -37,6 +37,31 @@ START_TEST(test_close_needs_no_call_inside)
 }
 END_TEST
 
+/*
+ * A client's record says so, with the time it connected, and starts with no exchange and no
+ * sock wanted; a server's opened on the same number afterwards is a server's again.
+ */
+START_TEST(test_client_record)
+{
+	struct san_lite *l;
+	uint32_t gen;
+
+	REQUIRE(!san_lite_open_a(8, NULL, 0)); /* (a client's needs its time) */
+	REQUIRE(san_lite_of(8) == NULL);
+	REQUIRE(san_lite_open_a(8, NULL, 12345));
+	REQUIRE((l = san_lite_of(8)) != NULL);
+	REQUIRE(l->a_t0_ns == 12345 && !l->a_want && !l->a_ex_done && !l->a_ex_rx0);
+	l->a_want = 1;
+	l->a_ex_done = 2;
+	l->a_ex_rx0 = 99;
+	REQUIRE(san_lite_shut(8, &gen) == l);
+	REQUIRE(san_lite_open(8, NULL));
+	REQUIRE(san_lite_of(8) == l);
+	REQUIRE(!l->a_t0_ns && !l->a_want && !l->a_ex_done && !l->a_ex_rx0);
+	REQUIRE(san_lite_shut(8, &gen) == l);
+}
+END_TEST
+
 /* The engine drains: no call enters meanwhile; the gate closes once the last has left. */
 START_TEST(test_drain)
 {
@@ -162,6 +187,7 @@ Suite *make_lite_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, test_close_needs_no_call_inside);
 	tcase_add_test(tc, test_drain);
+	tcase_add_test(tc, test_client_record);
 	tcase_add_test(tc, test_generations);
 	tcase_add_test(tc, test_shut_over_drain);
 	tcase_add_test(tc, test_forget);
