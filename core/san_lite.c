@@ -50,7 +50,7 @@ struct san_lite *san_lite_of(int fd)
 	return l && (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & SAN_LITE_LIVE) ? l : NULL;
 }
 
-static bool lite_open(int fd, struct san_stats_conn *stc, uint64_t a_t0_ns)
+static bool lite_open(int fd, struct san_stats_conn *stc, const struct san_lite_a *a)
 {
 	struct san_lite *l;
 	uint64_t g;
@@ -76,11 +76,19 @@ static bool lite_open(int fd, struct san_stats_conn *stc, uint64_t a_t0_ns)
 			return false;
 	}
 	l->tx = l->rx = l->a_ex_rx0 = 0;
-	l->a_t0_ns = a_t0_ns;
+	l->a_t0_ns = a ? a->t0_ns : 0;
 	l->a_ex_done = l->a_want = 0;
+	l->a_peer_known = a && a->peer;
+	if (a && a->peer)
+		l->a_peer = *a->peer;
 	l->stc = stc;
 	l->sent = l->last_tx = l->touched = l->sleepers = 0;
 	l->nep = 0;
+	for (uint32_t i = 0; a && i < a->nep && i < SAN_LITE_EPOLL_MAX; i++) {
+		l->ep[i].epfd = a->ep[i].epfd;
+		l->ep[i].ev = a->ep[i].ev;
+		l->nep = i + 1;
+	}
 	l->ep_lock = 0; /* (a fork child's copy may hold a parent thread's) */
 	/* (the engine's tuple is tagged with the generation it was asked for) */
 	__atomic_store_n(&l->gate, (((g >> 32) + 1) << 32) | SAN_LITE_LIVE, __ATOMIC_SEQ_CST);
@@ -94,12 +102,19 @@ static bool lite_open(int fd, struct san_stats_conn *stc, uint64_t a_t0_ns)
 
 bool san_lite_open(int fd, struct san_stats_conn *stc)
 {
-	return lite_open(fd, stc, 0);
+	return lite_open(fd, stc, NULL);
 }
 
-bool san_lite_open_a(int fd, struct san_stats_conn *stc, uint64_t t0_ns)
+bool san_lite_open_a(int fd, struct san_stats_conn *stc, const struct san_lite_a *a)
 {
-	return t0_ns && lite_open(fd, stc, t0_ns);
+	return a->t0_ns && a->nep <= SAN_LITE_EPOLL_MAX && lite_open(fd, stc, a);
+}
+
+bool san_lite_is_a(int fd)
+{
+	struct san_lite *l = slot(fd);
+
+	return l && __atomic_load_n(&l->a_t0_ns, __ATOMIC_RELAXED) != 0;
 }
 
 struct san_lite *san_lite_enter(int fd, uint32_t *gen)

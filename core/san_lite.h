@@ -82,8 +82,21 @@ struct san_lite *san_lite_of(int fd);
  * connection still inside its gate (closed under them): make a sock. */
 bool san_lite_open(int fd, struct san_stats_conn *stc);
 
-/* connect(): the same for a client's candidate (A), connected at t0_ns (not 0). */
-bool san_lite_open_a(int fd, struct san_stats_conn *stc, uint64_t t0_ns);
+/* connect(): the same for a client's candidate (A): its record's A fields, set before its
+ * gate opens (another thread's epoll_ctl may come at once). */
+struct san_lite_a {
+	uint64_t t0_ns;		    /* when it connected (not 0) */
+	const struct san_addr *peer; /* the address connect() was given, or NULL */
+	uint32_t nep;		    /* registrations made before the connect (at most the max) */
+	struct {
+		int epfd;
+		struct epoll_event ev;
+	} ep[SAN_LITE_EPOLL_MAX];
+};
+bool san_lite_open_a(int fd, struct san_stats_conn *stc, const struct san_lite_a *a);
+
+/* Is fd's record a client's (A)? (Read without the gate: for a live lite candidate.) */
+bool san_lite_is_a(int fd);
 
 /*
  * A data call on fd enters its gate: the record, and *gen for san_lite_leave, or NULL (not a

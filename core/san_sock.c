@@ -159,6 +159,7 @@ static struct san_sock *reg_get(int fd)
 }
 
 static struct san_sock *lite_promote(int fd);
+static struct san_lite *lite_enter(int fd, uint32_t *gen);
 
 /*
  * fd's sock; a lite candidate's is made now (san_lite.h): whoever asks needs it. The gate is
@@ -735,24 +736,25 @@ static bool a_loopback(const struct san_addr *a);
 static bool lite_a_open(int fd, const struct san_addr *peer, const struct san_sock_epreg *early,
 			int nearly)
 {
-	struct san_lite *l;
+	struct san_lite_a a = { .t0_ns = now_ns(), .peer = peer, .nep = (uint32_t)nearly };
+	struct san_stats_conn *stc = san_stats_conn_of(fd);
+	struct san_tuple t;
+	unsigned int gen;
 
-	if (nearly > SAN_LITE_EPOLL_MAX || !peer || !a_loopback(peer) || !lite_wanted_a() ||
-	    !san_lite_open_a(fd, san_stats_conn_of(fd), now_ns()))
+	if (nearly > SAN_LITE_EPOLL_MAX || !peer || !a_loopback(peer) || !lite_wanted_a())
 		return false;
-	l = san_lite_of(fd);
 	for (int i = 0; i < nearly; i++) {
-		l->ep[i].epfd = early[i].epfd;
-		l->ep[i].ev = early[i].ev;
+		a.ep[i].epfd = early[i].epfd;
+		a.ep[i].ev = early[i].ev;
 	}
-	l->nep = (uint32_t)nearly;
-	l->a_peer_known = peer != NULL;
-	if (peer) {
-		struct san_tuple t = { .peer = *peer };
-
-		l->a_peer = *peer;
-		san_stats_conn_set_addrs(l->stc, &t, SAN_CA_PEER);
-	}
+	gen = __atomic_load_n(&fork_gen, __ATOMIC_SEQ_CST);
+	if (!san_lite_open_a(fd, stc, &a))
+		return false;
+	t.peer = *peer;
+	san_stats_conn_set_addrs(stc, &t, SAN_CA_PEER);
+	/* (a fork's prepare handler that began meanwhile may not have seen it: as on accept) */
+	if (__atomic_load_n(&fork_gen, __ATOMIC_SEQ_CST) != gen)
+		san_sock_put(san_sock_get(fd));
 	return true;
 }
 
@@ -833,11 +835,13 @@ static void lite_make_sock(int fd, struct san_lite *l, uint32_t gen)
 		s->tcp_rx = __atomic_load_n(&l->rx, __ATOMIC_RELAXED);
 		if (a) {
 			/*
-			 * As if a sock from connect() on: its window, its peer as given, and the
-			 * exchange its first send began (a_sent; the policy is decided at the
-			 * sock's first call, sock_before_io).
+			 * As if a sock from connect() on: its window, its policy, its peer as
+			 * given, and the exchanges its sends began (a_sent, a_due).
 			 */
 			s->deadline_ns = l->a_t0_ns + SAN_A_WINDOW_MS * 1000000ull;
+			/* (what sock_before_io decides for a loopback peer: made here, since a
+			 * shutdown that finds it due by bytes may come before any call of the sock's) */
+			s->policy_set = s->late = true;
 			s->to_known = l->a_peer_known;
 			if (s->to_known)
 				s->tuple.peer = l->a_peer;
@@ -871,10 +875,11 @@ static void lite_make_sock(int fd, struct san_lite *l, uint32_t gen)
  */
 static void lite_drop(int fd, unsigned int reason)
 {
+	struct san_lite *l;
 	uint32_t gen;
 
-	if (san_lite_shut(fd, &gen))
-		san_sock_drop_fd(fd, false, reason);
+	if ((l = san_lite_shut(fd, &gen)))
+		san_sock_drop_fd(fd, l->a_t0_ns != 0, reason);
 }
 
 /*
@@ -931,8 +936,10 @@ static void lite_settle_all(unsigned int reason)
 			 * parent's (an accept that raced the prepare handler's scan and is making its
 			 * sock): nobody here will ever finish that. Forget it without waiting.
 			 */
+			bool a = san_lite_is_a((int)fd);
+
 			if (san_lite_forget((int)fd))
-				san_sock_drop_fd((int)fd, false, 0);
+				san_sock_drop_fd((int)fd, a, 0);
 			continue;
 		}
 		if (!san_lite_of((int)fd))
@@ -1139,10 +1146,25 @@ static void lowat_release(struct san_sock *s)
 
 int san_sock_rcvlowat(int fd, int *val, bool set)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s;
+	struct san_lite *l;
+	uint32_t gen;
 	int r = SAN_PASS;
 
-	if (!s)
+	/*
+	 * A lite candidate's is its TCP socket's, set or read inside its gate (no sock can be made
+	 * and switched meanwhile): making the sock would leave the connection on TCP if another
+	 * thread's call is inside.
+	 */
+	if (san_lite_of(fd) && (l = lite_enter(fd, &gen))) {
+		if (set)
+			r = san_sys_setsockopt_int(fd, SOL_SOCKET, SO_RCVLOWAT, *val);
+		else
+			r = (*val = san_sys_getsockopt_int(fd, SOL_SOCKET, SO_RCVLOWAT)) < 0 ? -EBADF : 0;
+		san_lite_leave(l, gen);
+		return r;
+	}
+	if (!(s = san_sock_get(fd)))
 		return SAN_PASS;
 	san_sock_lock(s);
 	if (s->tcp < 0) {
@@ -1268,6 +1290,12 @@ void san_sock_on_bufsize(int fd, bool snd)
 	struct san_sock *s;
 
 	(void)san_fd_set_flags(fd, snd ? SAN_FDF_SNDBUF : SAN_FDF_RCVBUF, 0);
+	/*
+	 * A lite candidate needs nothing more (its sock, made later, reads the flag): making it
+	 * now would leave it on TCP if another thread's call is inside its gate.
+	 */
+	if (san_lite_of(fd))
+		return;
 	s = san_sock_get(fd);
 	if (!s)
 		return;
@@ -2648,17 +2676,24 @@ static bool lite_wait_io(int fd, struct msghdr *m, int flags, bool send, bool wa
 }
 
 /*
- * Could a call of A's lite candidate be due (a_due)? A send after its first may begin its second
- * exchange; any call, once its calls moved enough that the bytes' rule may soon apply (the sock
- * then counts the rest exactly); or an earlier due call found the gate busy.
+ * Could a call of A's lite candidate be due (a_due)? A send that begins its second exchange;
+ * any call, once its calls moved enough that the bytes' rule may soon apply (the sock then
+ * counts the rest exactly); or an earlier due call found the gate busy.
  */
-static bool lite_a_due(struct san_lite *l, bool send)
+static bool lite_a_due(int fd, struct san_lite *l, bool send)
 {
-	return (send && __atomic_load_n(&l->sent, __ATOMIC_RELAXED)) ||
-	       __atomic_load_n(&l->tx, __ATOMIC_RELAXED) +
-			       __atomic_load_n(&l->rx, __ATOMIC_RELAXED) >=
-		       SAN_SWITCH_BYTES / 4 ||
-	       __atomic_load_n(&l->a_want, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&l->a_want, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&l->tx, __ATOMIC_RELAXED) + __atomic_load_n(&l->rx, __ATOMIC_RELAXED) >=
+		    SAN_SWITCH_BYTES / 4)
+		return true;
+	if (!send || !__atomic_load_n(&l->sent, __ATOMIC_RELAXED))
+		return false;
+	/*
+	 * A later send completes an exchange if the peer answered since it began (a_answered:
+	 * bytes read, or waiting in the socket); one that continues a request (a length, then
+	 * its body) does not, and the connection stays lite.
+	 */
+	return __atomic_load_n(&l->rx, __ATOMIC_RELAXED) > l->a_ex_rx0 || san_sys_inq(fd) > 0;
 }
 
 /*
@@ -2722,7 +2757,7 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 	if (!(l = lite_enter(fd, &gen)))
 		return false;
 	a = l->a_t0_ns != 0;
-	if (a && lite_a_due(l, send)) {
+	if (a && lite_a_due(fd, l, send)) {
 		san_lite_leave(l, gen);
 		if (lite_a_make_sock(fd))
 			return false; /* the sock's path: it decides whether to propose */
@@ -3704,11 +3739,12 @@ int san_sock_passthrough(int fd)
 	int r = 0;
 
 	if (san_lite_of(fd)) {
+		struct san_lite *l;
 		uint32_t gen;
 
 		/* (no sock to make first; one made meanwhile is dropped below) */
-		if (san_lite_shut(fd, &gen)) {
-			san_sock_drop_fd(fd, false, SAN_R_STATE);
+		if ((l = san_lite_shut(fd, &gen))) {
+			san_sock_drop_fd(fd, l->a_t0_ns != 0, SAN_R_STATE);
 			return 0;
 		}
 	}
