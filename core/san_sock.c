@@ -2768,14 +2768,18 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 		lite_a_exchange(l);
 	may_sleep = !fd_nonblocking(fd, flags);
 	/*
-	 * B's blocking calls after its first send wait outside the gate, for a PROPOSE. A's
+	 * B's blocking calls after its first send wait outside the gate, for a PROPOSE, and so do
+	 * its receives once a quarter of SAN_SWITCH_BYTES came (A may be due by bytes: as
+	 * sock_direct_ok; an upload in one send then a shutdown proposed at the shutdown, and
+	 * was refused BUSY while the server's receive slept in the kernel). A's
 	 * sleep in the kernel inside it (nothing outside needs the gate) until a due call found
 	 * another call inside: from then on they wait outside too, so that the gate empties
 	 * between calls and the next call makes the sock (a reader thread's receive and a
 	 * writer's send each still inside as the other came kept it from ever emptying).
 	 */
 	waits_outside = a ? __atomic_load_n(&l->a_want, __ATOMIC_RELAXED) != 0
-			  : send || __atomic_load_n(&l->sent, __ATOMIC_RELAXED);
+			  : send || __atomic_load_n(&l->sent, __ATOMIC_RELAXED) ||
+				    __atomic_load_n(&l->rx, __ATOMIC_RELAXED) >= SAN_SWITCH_BYTES / 4;
 	if (may_sleep && waits_outside && m->msg_iovlen <= 64) {
 		/*
 		 * A receive right after a send waits before it looks: it waits for the peer's
@@ -2789,7 +2793,8 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 		return lite_wait_io(fd, m, flags, send, wait_first, out);
 	}
 	/*
-	 * Left: a blocking receive before B's first send, in the kernel (a first request costs
+	 * Left: a blocking receive before B's first send (and before a quarter of what makes A
+	 * due by bytes came), in the kernel (a first request costs
 	 * what it costs over TCP; A cannot be due by exchanges before our reply). The engine,
 	 * draining the gate for a PROPOSE, waits for calls that cannot sleep, and for such a
 	 * receive only while bytes wait for it (san_up.c, b_receive_returns_soon). (A's: no
