@@ -159,7 +159,7 @@ static struct san_sock *reg_get(int fd)
 }
 
 static struct san_sock *lite_promote(int fd);
-static struct san_lite *lite_enter(int fd, uint32_t *gen);
+static struct san_lite *lite_enter_untouched(int fd, uint32_t *gen);
 
 /*
  * fd's sock; a lite candidate's is made now (san_lite.h): whoever asks needs it. The gate is
@@ -875,11 +875,11 @@ static void lite_make_sock(int fd, struct san_lite *l, uint32_t gen)
  */
 static void lite_drop(int fd, unsigned int reason)
 {
-	struct san_lite *l;
+	bool a = san_lite_is_a(fd); /* (before the shut: the number may be reused after it) */
 	uint32_t gen;
 
-	if ((l = san_lite_shut(fd, &gen)))
-		san_sock_drop_fd(fd, l->a_t0_ns != 0, reason);
+	if (san_lite_shut(fd, &gen))
+		san_sock_drop_fd(fd, a, reason);
 }
 
 /*
@@ -1156,7 +1156,7 @@ int san_sock_rcvlowat(int fd, int *val, bool set)
 	 * and switched meanwhile): making the sock would leave the connection on TCP if another
 	 * thread's call is inside.
 	 */
-	if (san_lite_of(fd) && (l = lite_enter(fd, &gen))) {
+	if (san_lite_of(fd) && (l = lite_enter_untouched(fd, &gen))) {
 		if (set)
 			r = san_sys_setsockopt_int(fd, SOL_SOCKET, SO_RCVLOWAT, *val);
 		else
@@ -2570,7 +2570,7 @@ static void lite_moved(struct san_lite *l, bool tx, uint64_t n)
  * 20 ms while the engine waits for a receive inside that has bytes to return). NULL: fd is no
  * lite candidate (any more): the sock's path.
  */
-static struct san_lite *lite_enter(int fd, uint32_t *gen)
+static struct san_lite *lite_enter_untouched(int fd, uint32_t *gen)
 {
 	struct san_lite *l;
 
@@ -2579,7 +2579,16 @@ static struct san_lite *lite_enter(int fd, uint32_t *gen)
 			return NULL;
 		san_lite_wait_closing(fd);
 	}
-	__atomic_store_n(&l->touched, 1, __ATOMIC_RELAXED);
+	return l;
+}
+
+/* ... for a data call, which touches the connection (san_up.c: not waiting for a fork child) */
+static struct san_lite *lite_enter(int fd, uint32_t *gen)
+{
+	struct san_lite *l = lite_enter_untouched(fd, gen);
+
+	if (l)
+		__atomic_store_n(&l->touched, 1, __ATOMIC_RELAXED);
 	return l;
 }
 
@@ -2691,9 +2700,13 @@ static bool lite_a_due(int fd, struct san_lite *l, bool send)
 	/*
 	 * A later send completes an exchange if the peer answered since it began (a_answered:
 	 * bytes read, or waiting in the socket); one that continues a request (a length, then
-	 * its body) does not, and the connection stays lite.
+	 * its body) does not, and the connection stays lite. Past A's window the sock is made
+	 * (and left on TCP at its first call, sock_before_io) rather than a FIONREAD paid at
+	 * every send of a sender that is never answered, which the sock does not pay.
 	 */
-	return __atomic_load_n(&l->rx, __ATOMIC_RELAXED) > l->a_ex_rx0 || san_sys_inq(fd) > 0;
+	if (__atomic_load_n(&l->rx, __ATOMIC_RELAXED) > l->a_ex_rx0)
+		return true;
+	return now_ns() > l->a_t0_ns + SAN_A_WINDOW_MS * 1000000ull || san_sys_inq(fd) > 0;
 }
 
 /*
@@ -3744,12 +3757,12 @@ int san_sock_passthrough(int fd)
 	int r = 0;
 
 	if (san_lite_of(fd)) {
-		struct san_lite *l;
+		bool a = san_lite_is_a(fd);
 		uint32_t gen;
 
 		/* (no sock to make first; one made meanwhile is dropped below) */
-		if ((l = san_lite_shut(fd, &gen))) {
-			san_sock_drop_fd(fd, l->a_t0_ns != 0, SAN_R_STATE);
+		if (san_lite_shut(fd, &gen)) {
+			san_sock_drop_fd(fd, a, SAN_R_STATE);
 			return 0;
 		}
 	}
