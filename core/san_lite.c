@@ -50,7 +50,7 @@ struct san_lite *san_lite_of(int fd)
 	return l && (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & SAN_LITE_LIVE) ? l : NULL;
 }
 
-bool san_lite_open(int fd, struct san_stats_conn *stc)
+static bool lite_open(int fd, struct san_stats_conn *stc, const struct san_lite_a *a)
 {
 	struct san_lite *l;
 	uint64_t g;
@@ -75,10 +75,20 @@ bool san_lite_open(int fd, struct san_stats_conn *stc)
 						false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 			return false;
 	}
-	l->tx = l->rx = 0;
+	l->tx = l->rx = l->a_ex_rx0 = 0;
+	l->a_t0_ns = a ? a->t0_ns : 0;
+	l->a_ex_done = l->a_want = 0;
+	l->a_peer_known = a && a->peer;
+	if (a && a->peer)
+		l->a_peer = *a->peer;
 	l->stc = stc;
 	l->sent = l->last_tx = l->touched = l->sleepers = 0;
 	l->nep = 0;
+	for (uint32_t i = 0; a && i < a->nep && i < SAN_LITE_EPOLL_MAX; i++) {
+		l->ep[i].epfd = a->ep[i].epfd;
+		l->ep[i].ev = a->ep[i].ev;
+		l->nep = i + 1;
+	}
 	l->ep_lock = 0; /* (a fork child's copy may hold a parent thread's) */
 	/* (the engine's tuple is tagged with the generation it was asked for) */
 	__atomic_store_n(&l->gate, (((g >> 32) + 1) << 32) | SAN_LITE_LIVE, __ATOMIC_SEQ_CST);
@@ -88,6 +98,23 @@ bool san_lite_open(int fd, struct san_stats_conn *stc)
 					    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 		;
 	return true;
+}
+
+bool san_lite_open(int fd, struct san_stats_conn *stc)
+{
+	return lite_open(fd, stc, NULL);
+}
+
+bool san_lite_open_a(int fd, struct san_stats_conn *stc, const struct san_lite_a *a)
+{
+	return a->t0_ns && a->nep <= SAN_LITE_EPOLL_MAX && lite_open(fd, stc, a);
+}
+
+bool san_lite_is_a(int fd)
+{
+	struct san_lite *l = slot(fd);
+
+	return l && __atomic_load_n(&l->a_t0_ns, __ATOMIC_RELAXED) != 0;
 }
 
 struct san_lite *san_lite_enter(int fd, uint32_t *gen)

@@ -31,12 +31,26 @@ struct san_stats_conn;
  * take the sock's path. The gate word carries the connection's generation, so a call that
  * began on an earlier connection under the same number never counts in a later one's gate.
  *
+ * A client's candidate (A) is lite too, until its calls could be due (protocol.md §9.7): A
+ * proposes itself, at the earliest in the send that begins its second exchange, or once its
+ * calls moved SAN_SWITCH_BYTES. So its sock is made by the call that could be due: a send
+ * after its first, or any call once a quarter of those bytes moved (san_sock.c, lite_a_due).
+ * Nothing outside the process needs its gate closed (no PROPOSE comes to a client), so its
+ * blocking calls sleep in the kernel inside the gate; a due call that finds another thread's
+ * call inside leaves a_want, and the first call that finds the gate free makes the sock.
+ *
  * One record per fd number, in a private mapping like the registry's; written by the calls of
  * the number's connection and by whoever closes its gate. The engine reads the tuple fields.
  */
 struct san_lite {
 	uint64_t gate;		    /* generation << 32 | SAN_LITE_* | calls inside */
 	uint64_t tx, rx;	    /* bytes its calls moved over TCP: the sock's counts, the stats */
+	uint64_t a_t0_ns;	    /* A: when it connected (its window's start); 0: a server's (B) */
+	uint64_t a_ex_rx0;	    /* A: rx as its current exchange's first send began (a_sent) */
+	uint32_t a_ex_done;	    /* A: exchanges it completed (a_due; only while a_want) */
+	uint32_t a_want;	    /* A: its sock is due, and a call inside kept the gate open */
+	uint32_t a_peer_known;	    /* A: a_peer is the address connect() was given */
+	struct san_addr a_peer;
 	struct san_stats_conn *stc; /* its sanstat slot, or NULL */
 	uint32_t sent;		    /* a send has gone: a blocking receive waits outside the gate */
 	uint32_t last_tx;	    /* the last call that moved bytes sent them (a hint, racy) */
@@ -67,6 +81,22 @@ struct san_lite *san_lite_of(int fd);
 /* accept(): fd is a lite candidate now. False: no table, or calls of the number's last
  * connection still inside its gate (closed under them): make a sock. */
 bool san_lite_open(int fd, struct san_stats_conn *stc);
+
+/* connect(): the same for a client's candidate (A): its record's A fields, set before its
+ * gate opens (another thread's epoll_ctl may come at once). */
+struct san_lite_a {
+	uint64_t t0_ns;		    /* when it connected (not 0) */
+	const struct san_addr *peer; /* the address connect() was given, or NULL */
+	uint32_t nep;		    /* registrations made before the connect (at most the max) */
+	struct {
+		int epfd;
+		struct epoll_event ev;
+	} ep[SAN_LITE_EPOLL_MAX];
+};
+bool san_lite_open_a(int fd, struct san_stats_conn *stc, const struct san_lite_a *a);
+
+/* Is fd's record a client's (A)? (Read without the gate: for a live lite candidate.) */
+bool san_lite_is_a(int fd);
 
 /*
  * A data call on fd enters its gate: the record, and *gen for san_lite_leave, or NULL (not a

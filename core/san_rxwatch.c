@@ -5,6 +5,7 @@
 
 #include "core/san_engine.h"
 #include "core/san_ev.h"
+#include "core/san_lite.h"
 #include "core/san_rxwatch.h"
 #include "core/san_sock.h"
 #include "proto/san_wire.h"
@@ -38,10 +39,14 @@ static bool watchable(const struct san_sock *s)
 
 bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool *ready)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s;
 	bool ok;
 
-	if (!s)
+	/*
+	 * A lite candidate is on TCP: nothing to watch, and no sock to make (that would leave it
+	 * on TCP if another thread's call is inside its gate).
+	 */
+	if (san_lite_of(fd) || !(s = san_sock_get(fd)))
 		return false;
 	san_sock_lock(s);
 	ok = watchable(s);

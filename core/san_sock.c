@@ -159,6 +159,7 @@ static struct san_sock *reg_get(int fd)
 }
 
 static struct san_sock *lite_promote(int fd);
+static struct san_lite *lite_enter_untouched(int fd, uint32_t *gen);
 
 /*
  * fd's sock; a lite candidate's is made now (san_lite.h): whoever asks needs it. The gate is
@@ -547,7 +548,8 @@ static struct san_sock *lite_find_tuple(const struct san_tuple *t, int *busy)
 		uint32_t gen, g;
 		int r;
 
-		if (!l)
+		/* (a client's candidate: no PROPOSE names it, and its tuple is not asked) */
+		if (!l || __atomic_load_n(&l->a_t0_ns, __ATOMIC_ACQUIRE))
 			continue;
 		g = (uint32_t)(__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) >> 32);
 		if (l->tuple_gen != g || !l->tuple_state) {
@@ -721,6 +723,41 @@ static void sock_adopt_early(struct san_sock *s, const struct san_sock_epreg *ea
 	}
 }
 
+static bool lite_wanted_a(void);
+static bool a_loopback(const struct san_addr *a);
+
+/*
+ * A client's lite candidate (san_lite.h): where its sock would wait to propose (a peer on a
+ * loopback address, as connect() names it: sock_before_io decides so without a system call;
+ * a peer elsewhere is proposed to in the first data call, so that one is a sock at once), with
+ * its peer's address for the sock. Registrations made before the connect that it cannot keep
+ * (more than SAN_LITE_EPOLL_MAX) make the sock at once. True: fd is a lite candidate now.
+ */
+static bool lite_a_open(int fd, const struct san_addr *peer, const struct san_sock_epreg *early,
+			int nearly)
+{
+	struct san_lite_a a = { .t0_ns = now_ns(), .peer = peer, .nep = (uint32_t)nearly };
+	struct san_stats_conn *stc = san_stats_conn_of(fd);
+	struct san_tuple t;
+	unsigned int gen;
+
+	if (nearly > SAN_LITE_EPOLL_MAX || !peer || !a_loopback(peer) || !lite_wanted_a())
+		return false;
+	for (int i = 0; i < nearly; i++) {
+		a.ep[i].epfd = early[i].epfd;
+		a.ep[i].ev = early[i].ev;
+	}
+	gen = __atomic_load_n(&fork_gen, __ATOMIC_SEQ_CST);
+	if (!san_lite_open_a(fd, stc, &a))
+		return false;
+	t.peer = *peer;
+	san_stats_conn_set_addrs(stc, &t, SAN_CA_PEER);
+	/* (a fork's prepare handler that began meanwhile may not have seen it: as on accept) */
+	if (__atomic_load_n(&fork_gen, __ATOMIC_SEQ_CST) != gen)
+		san_sock_put(san_sock_get(fd));
+	return true;
+}
+
 void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 {
 	struct san_fd *f = san_fd_get(fd);
@@ -744,6 +781,8 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 			san_sock_drop_fd(fd, true, SAN_FB_NO_PROVIDER);
 			return;
 		}
+		if (lite_a_open(fd, to_known ? &peer : NULL, early, nearly))
+			return;
 		if (!(s = sock_alloc(fd, SAN_UP_ROLE_A)))
 			return;
 		sock_adopt_early(s, early, nearly);
@@ -762,7 +801,7 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 /*
  * Lite candidates (san_lite.h): for a connection accepted on a listener whose name we serve
  * (the PROPOSE comes here; a worker names its connections at its first data call, which needs
- * the sock), in a process that is not sandboxed, where the client waits before it proposes (SANSWITCH_SWITCH_AFTER > 0: an A of 0
+ * the sock), and for a connect()ed one, in a process that is not sandboxed, where the client waits before it proposes (SANSWITCH_SWITCH_AFTER > 0: an A of 0
  * proposes before any byte, and holds its first data call for the answer, which a gate busy
  * with B's blocking receive would refuse) and no client can propose from another host (verbs'
  * A proposes in its first data call too). SANSWITCH_LITE=0 makes every candidate a sock.
@@ -770,6 +809,14 @@ void san_sock_on_connect(int fd, const struct sockaddr *to, socklen_t len)
 static bool lite_wanted(void)
 {
 	return san_cfg.lite && san_cfg.switch_after && !san_prov_remote() && !san_core_is_sandboxed();
+}
+
+/* A client's: its peer on this host proposes nothing from elsewhere (lite_a_open), and shm is
+ * the provider its sock would try first (verbs, where there, only for a peer elsewhere). */
+static bool lite_wanted_a(void)
+{
+	return san_cfg.lite && san_cfg.switch_after && san_prov_for_a(NULL) == &san_prov_shm &&
+	       !san_core_is_sandboxed();
 }
 
 /*
@@ -781,16 +828,34 @@ static bool lite_wanted(void)
 static void lite_make_sock(int fd, struct san_lite *l, uint32_t gen)
 {
 	struct san_sock *s;
+	bool a = l->a_t0_ns != 0;
 
-	if ((s = sock_alloc(fd, SAN_UP_ROLE_B))) {
+	if ((s = sock_alloc(fd, a ? SAN_UP_ROLE_A : SAN_UP_ROLE_B))) {
 		s->tcp_tx = __atomic_load_n(&l->tx, __ATOMIC_RELAXED);
 		s->tcp_rx = __atomic_load_n(&l->rx, __ATOMIC_RELAXED);
-		s->proc->name_decided = true;
+		if (a) {
+			/*
+			 * As if a sock from connect() on: its window, its policy, its peer as
+			 * given, and the exchanges its sends began (a_sent, a_due).
+			 */
+			s->deadline_ns = l->a_t0_ns + SAN_A_WINDOW_MS * 1000000ull;
+			/* (what sock_before_io decides for a loopback peer: made here, since a
+			 * shutdown that finds it due by bytes may come before any call of the sock's) */
+			s->policy_set = s->late = true;
+			s->to_known = l->a_peer_known;
+			if (s->to_known)
+				s->tuple.peer = l->a_peer;
+			s->ex_sent = s->tcp_tx > 0;
+			s->ex_rx0 = l->a_ex_rx0;
+			s->ex_done = l->a_ex_done;
+		} else {
+			s->proc->name_decided = true;
+		}
 		s->touched = __atomic_load_n(&l->touched, __ATOMIC_RELAXED);
 		if (s->touched) /* (as sock_touch: the waits look at the flag, untouched_fd) */
 			(void)san_fd_set_flags(fd, SAN_FDF_TOUCHED, 0);
 		s->proc->stc = l->stc;
-		if (l->tuple_state == 1 && l->tuple_gen == gen) {
+		if (!a && l->tuple_state == 1 && l->tuple_gen == gen) {
 			s->tuple = l->tuple; /* (asked by the engine for this connection) */
 			s->tuple_known = true;
 		}
@@ -810,10 +875,11 @@ static void lite_make_sock(int fd, struct san_lite *l, uint32_t gen)
  */
 static void lite_drop(int fd, unsigned int reason)
 {
+	bool a = san_lite_is_a(fd); /* (before the shut: the number may be reused after it) */
 	uint32_t gen;
 
 	if (san_lite_shut(fd, &gen))
-		san_sock_drop_fd(fd, false, reason);
+		san_sock_drop_fd(fd, a, reason);
 }
 
 /*
@@ -870,8 +936,10 @@ static void lite_settle_all(unsigned int reason)
 			 * parent's (an accept that raced the prepare handler's scan and is making its
 			 * sock): nobody here will ever finish that. Forget it without waiting.
 			 */
+			bool a = san_lite_is_a((int)fd);
+
 			if (san_lite_forget((int)fd))
-				san_sock_drop_fd((int)fd, false, 0);
+				san_sock_drop_fd((int)fd, a, 0);
 			continue;
 		}
 		if (!san_lite_of((int)fd))
@@ -1078,10 +1146,25 @@ static void lowat_release(struct san_sock *s)
 
 int san_sock_rcvlowat(int fd, int *val, bool set)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s;
+	struct san_lite *l;
+	uint32_t gen;
 	int r = SAN_PASS;
 
-	if (!s)
+	/*
+	 * A lite candidate's is its TCP socket's, set or read inside its gate (no sock can be made
+	 * and switched meanwhile): making the sock would leave the connection on TCP if another
+	 * thread's call is inside.
+	 */
+	if (san_lite_of(fd) && (l = lite_enter_untouched(fd, &gen))) {
+		if (set)
+			r = san_sys_setsockopt_int(fd, SOL_SOCKET, SO_RCVLOWAT, *val);
+		else
+			r = (*val = san_sys_getsockopt_int(fd, SOL_SOCKET, SO_RCVLOWAT)) < 0 ? -EBADF : 0;
+		san_lite_leave(l, gen);
+		return r;
+	}
+	if (!(s = san_sock_get(fd)))
 		return SAN_PASS;
 	san_sock_lock(s);
 	if (s->tcp < 0) {
@@ -1207,6 +1290,12 @@ void san_sock_on_bufsize(int fd, bool snd)
 	struct san_sock *s;
 
 	(void)san_fd_set_flags(fd, snd ? SAN_FDF_SNDBUF : SAN_FDF_RCVBUF, 0);
+	/*
+	 * A lite candidate needs nothing more (its sock, made later, reads the flag): making it
+	 * now would leave it on TCP if another thread's call is inside its gate.
+	 */
+	if (san_lite_of(fd))
+		return;
 	s = san_sock_get(fd);
 	if (!s)
 		return;
@@ -2481,7 +2570,7 @@ static void lite_moved(struct san_lite *l, bool tx, uint64_t n)
  * 20 ms while the engine waits for a receive inside that has bytes to return). NULL: fd is no
  * lite candidate (any more): the sock's path.
  */
-static struct san_lite *lite_enter(int fd, uint32_t *gen)
+static struct san_lite *lite_enter_untouched(int fd, uint32_t *gen)
 {
 	struct san_lite *l;
 
@@ -2490,7 +2579,16 @@ static struct san_lite *lite_enter(int fd, uint32_t *gen)
 			return NULL;
 		san_lite_wait_closing(fd);
 	}
-	__atomic_store_n(&l->touched, 1, __ATOMIC_RELAXED);
+	return l;
+}
+
+/* ... for a data call, which touches the connection (san_up.c: not waiting for a fork child) */
+static struct san_lite *lite_enter(int fd, uint32_t *gen)
+{
+	struct san_lite *l = lite_enter_untouched(fd, gen);
+
+	if (l)
+		__atomic_store_n(&l->touched, 1, __ATOMIC_RELAXED);
 	return l;
 }
 
@@ -2587,6 +2685,77 @@ static bool lite_wait_io(int fd, struct msghdr *m, int flags, bool send, bool wa
 }
 
 /*
+ * Could a call of A's lite candidate be due (a_due)? A send that begins its second exchange;
+ * any call, once its calls moved enough that the bytes' rule may soon apply (the sock then
+ * counts the rest exactly); or an earlier due call found the gate busy.
+ */
+static bool lite_a_due(int fd, struct san_lite *l, bool send)
+{
+	if (__atomic_load_n(&l->a_want, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&l->tx, __ATOMIC_RELAXED) + __atomic_load_n(&l->rx, __ATOMIC_RELAXED) >=
+		    SAN_SWITCH_BYTES / 4)
+		return true;
+	if (!send || !__atomic_load_n(&l->sent, __ATOMIC_RELAXED))
+		return false;
+	/*
+	 * A later send completes an exchange if the peer answered since it began (a_answered:
+	 * bytes read, or waiting in the socket); one that continues a request (a length, then
+	 * its body) does not, and the connection stays lite. Past A's window the sock is made
+	 * (and left on TCP at its first call, sock_before_io) rather than a FIONREAD paid at
+	 * every send of a sender that is never answered, which the sock does not pay.
+	 */
+	if (__atomic_load_n(&l->rx, __ATOMIC_RELAXED) > l->a_ex_rx0)
+		return true;
+	return now_ns() > l->a_t0_ns + SAN_A_WINDOW_MS * 1000000ull || san_sys_inq(fd) > 0;
+}
+
+/*
+ * A send of A's lite candidate, about to go: the exchanges, as a sock counts them (a_due,
+ * a_sent), for the sock made later. Its first send begins the first exchange; a later one
+ * (only while a_want: any other makes the sock first) completes one if bytes came since the
+ * current one began (not those still in the socket, which a sock would count too: that sock
+ * may then be due one exchange later). Inside the gate, so racy only against other threads'
+ * sends, whose order the kernel does not give either.
+ */
+static void lite_a_exchange(struct san_lite *l)
+{
+	uint64_t rx = __atomic_load_n(&l->rx, __ATOMIC_RELAXED);
+
+	if (!__atomic_load_n(&l->sent, __ATOMIC_RELAXED)) {
+		l->a_ex_rx0 = rx;
+	} else if (rx > l->a_ex_rx0) {
+		l->a_ex_done++;
+		l->a_ex_rx0 = rx;
+	}
+}
+
+/*
+ * A's lite candidate is due: its sock now, if no other call is inside the gate (true: made, or
+ * being made by another thread; the sock's path follows). Else another thread's call is inside
+ * (perhaps a receive asleep until the peer answers the very request this call would send):
+ * the connection stays lite for this call, and the first call that finds the gate free makes
+ * the sock.
+ */
+static bool lite_a_make_sock(int fd)
+{
+	struct san_lite *l = san_lite_of(fd);
+	uint32_t gen;
+
+	if (!l)
+		return true;
+	if (san_lite_close_gate(fd, &gen)) {
+		lite_make_sock(fd, l, gen);
+		return true;
+	}
+	if (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & SAN_LITE_CLOSED) {
+		san_lite_wait_closing(fd);
+		return true;
+	}
+	__atomic_store_n(&l->a_want, 1, __ATOMIC_RELAXED);
+	return false;
+}
+
+/*
  * A data call on a lite candidate goes to the kernel as the application made it, inside the
  * gate (no count of ours: the kernel's are taken when a sock is made). True with *out the
  * call's result; false: no lite candidate, the sock's path.
@@ -2596,14 +2765,35 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 	struct san_lite *l;
 	uint32_t gen;
 	ssize_t r;
-
-	bool may_sleep;
+	bool may_sleep, a, waits_outside;
 
 	if (!(l = lite_enter(fd, &gen)))
 		return false;
+	a = l->a_t0_ns != 0;
+	if (a && lite_a_due(fd, l, send)) {
+		san_lite_leave(l, gen);
+		if (lite_a_make_sock(fd))
+			return false; /* the sock's path: it decides whether to propose */
+		if (!(l = lite_enter(fd, &gen)))
+			return false;
+	}
+	if (a && send)
+		lite_a_exchange(l);
 	may_sleep = !fd_nonblocking(fd, flags);
-	if (may_sleep && (send || __atomic_load_n(&l->sent, __ATOMIC_RELAXED)) &&
-	    m->msg_iovlen <= 64) {
+	/*
+	 * B's blocking calls after its first send wait outside the gate, for a PROPOSE, and so do
+	 * its receives once a quarter of SAN_SWITCH_BYTES came (A may be due by bytes: as
+	 * sock_direct_ok; an upload in one send then a shutdown proposed at the shutdown, and
+	 * was refused BUSY while the server's receive slept in the kernel). A's
+	 * sleep in the kernel inside it (nothing outside needs the gate) until a due call found
+	 * another call inside: from then on they wait outside too, so that the gate empties
+	 * between calls and the next call makes the sock (a reader thread's receive and a
+	 * writer's send each still inside as the other came kept it from ever emptying).
+	 */
+	waits_outside = a ? __atomic_load_n(&l->a_want, __ATOMIC_RELAXED) != 0
+			  : send || __atomic_load_n(&l->sent, __ATOMIC_RELAXED) ||
+				    __atomic_load_n(&l->rx, __ATOMIC_RELAXED) >= SAN_SWITCH_BYTES / 4;
+	if (may_sleep && waits_outside && m->msg_iovlen <= 64) {
 		/*
 		 * A receive right after a send waits before it looks: it waits for the peer's
 		 * answer, a round trip away, and a look first would be a system call that finds
@@ -2616,15 +2806,17 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 		return lite_wait_io(fd, m, flags, send, wait_first, out);
 	}
 	/*
-	 * Left: a blocking receive before B's first send, in the kernel (a first request costs
+	 * Left: a blocking receive before B's first send (and before a quarter of what makes A
+	 * due by bytes came), in the kernel (a first request costs
 	 * what it costs over TCP; A cannot be due by exchanges before our reply). The engine,
 	 * draining the gate for a PROPOSE, waits for calls that cannot sleep, and for such a
-	 * receive only while bytes wait for it (san_up.c, b_receive_returns_soon).
+	 * receive only while bytes wait for it (san_up.c, b_receive_returns_soon). (A's: no
+	 * engine drains its gate.)
 	 */
-	if (may_sleep)
+	if (may_sleep && !a)
 		__atomic_add_fetch(&l->sleepers, 1, __ATOMIC_SEQ_CST);
 	r = send ? san_sys_sendmsg(fd, m, flags) : san_sys_recvmsg(fd, m, flags);
-	if (may_sleep)
+	if (may_sleep && !a)
 		__atomic_sub_fetch(&l->sleepers, 1, __ATOMIC_SEQ_CST);
 	if (r > 0 && (send || !(flags & MSG_PEEK)))
 		lite_moved(l, send, (uint64_t)r);
@@ -3549,7 +3741,11 @@ bool san_sock_same(int a, int b)
 
 bool san_sock_known(int fd)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s;
+
+	if (san_lite_of(fd))
+		return true; /* (asked, not needed: no sock made for it) */
+	s = san_sock_get(fd);
 
 	san_sock_put(s);
 	return s != NULL;
@@ -3561,11 +3757,12 @@ int san_sock_passthrough(int fd)
 	int r = 0;
 
 	if (san_lite_of(fd)) {
+		bool a = san_lite_is_a(fd);
 		uint32_t gen;
 
 		/* (no sock to make first; one made meanwhile is dropped below) */
 		if (san_lite_shut(fd, &gen)) {
-			san_sock_drop_fd(fd, false, SAN_R_STATE);
+			san_sock_drop_fd(fd, a, SAN_R_STATE);
 			return 0;
 		}
 	}

@@ -5,8 +5,14 @@
 # too (switched=2: both ends are this process), and so does one whose server is in a blocking send
 # held by full buffers when the client proposes; one dup()ed while another thread's receive is in
 # the kernel stays TCP (switched=0, the server's fallback not_attempted), every byte checked
-# (lite_promote.py). The same with SANSWITCH_LITE=0, where every candidate is a sock from
-# accept(): all switch.
+# (lite_promote.py). A client's lite candidate whose second request, due, finds its reader
+# thread's receive in the kernel switches once that receive has returned (switched=2); one
+# dup()ed while that receive is in the kernel stays TCP (switched=0, the client's fallback
+# not_attempted). Another thread's epoll_wait (cwatch: switched=4, with the connection switched
+# first), SO_RCVBUF and SO_RCVLOWAT (csockopt) while such a receive is inside do not leave the
+# client's connection on TCP; a whole upload in one send then shutdown(SHUT_WR) switches at the
+# shutdown (cshut). The same with SANSWITCH_LITE=0, where every candidate is a sock from
+# accept() and connect(): all switch.
 # timeout: 90
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -31,8 +37,17 @@ for i in 1 2 3; do
 	run dup 2
 	run sendfull 2
 	run busy 0
+	run cwant 2
+	run cdup 0
+	run cwatch 4
+	run csockopt 2
+	run cshut 2
 done
-line=$(grep '^sanswitch: pid=' "$TMP/busy.err")
-[ "$(field "$line" fallback_not_attempted)" -ge 1 ] || fail "busy: expected the server's not_attempted: $line"
+for c in busy cdup; do
+	line=$(grep '^sanswitch: pid=' "$TMP/$c.err")
+	[ "$(field "$line" fallback_not_attempted)" -ge 1 ] || fail "$c: expected a not_attempted: $line"
+done
 run busy 2 SANSWITCH_LITE=0
+for c in cwant cdup csockopt cshut; do run "$c" 2 SANSWITCH_LITE=0; done
+run cwatch 4 SANSWITCH_LITE=0
 log "ok"

@@ -37,6 +37,40 @@ START_TEST(test_close_needs_no_call_inside)
 }
 END_TEST
 
+/*
+ * A client's record says so, with the time it connected, and starts with no exchange and no
+ * sock wanted; a server's opened on the same number afterwards is a server's again.
+ */
+START_TEST(test_client_record)
+{
+	struct san_addr peer = { .port = 7 };
+	struct san_lite_a a = { .t0_ns = 0, .peer = &peer, .nep = 1 };
+	struct san_lite *l;
+	uint32_t gen;
+
+	a.ep[0].epfd = 42;
+	a.ep[0].ev.events = EPOLLIN;
+	REQUIRE(!san_lite_open_a(8, NULL, &a)); /* (a client's needs its time) */
+	REQUIRE(san_lite_of(8) == NULL);
+	a.t0_ns = 12345;
+	REQUIRE(san_lite_open_a(8, NULL, &a));
+	REQUIRE((l = san_lite_of(8)) != NULL && san_lite_is_a(8));
+	REQUIRE(l->a_t0_ns == 12345 && !l->a_want && !l->a_ex_done && !l->a_ex_rx0);
+	/* what it was given is in the record before its gate opened */
+	REQUIRE(l->a_peer_known && l->a_peer.port == 7);
+	REQUIRE(l->nep == 1 && l->ep[0].epfd == 42 && l->ep[0].ev.events == EPOLLIN);
+	l->a_want = 1;
+	l->a_ex_done = 2;
+	l->a_ex_rx0 = 99;
+	REQUIRE(san_lite_shut(8, &gen) == l);
+	REQUIRE(san_lite_open(8, NULL));
+	REQUIRE(san_lite_of(8) == l);
+	REQUIRE(!l->a_t0_ns && !san_lite_is_a(8) && !l->a_want && !l->a_ex_done && !l->a_ex_rx0);
+	REQUIRE(!l->a_peer_known && l->nep == 0);
+	REQUIRE(san_lite_shut(8, &gen) == l);
+}
+END_TEST
+
 /* The engine drains: no call enters meanwhile; the gate closes once the last has left. */
 START_TEST(test_drain)
 {
@@ -162,6 +196,7 @@ Suite *make_lite_suite(void)
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, test_close_needs_no_call_inside);
 	tcase_add_test(tc, test_drain);
+	tcase_add_test(tc, test_client_record);
 	tcase_add_test(tc, test_generations);
 	tcase_add_test(tc, test_shut_over_drain);
 	tcase_add_test(tc, test_forget);
