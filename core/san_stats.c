@@ -22,6 +22,7 @@
 #include "core/san_stats.h"
 #include "core/san_stats_conn.h"
 #include "core/san_sock.h"
+#include "core/san_sys.h"
 
 
 /*
@@ -471,7 +472,7 @@ void san_stats_conn_end(int fd, bool active, unsigned int reason)
 	 * fails for an fd that is no TCP socket any more (an entry left behind by a close we
 	 * could not see): nothing is counted then.
 	 */
-	if (syscall(SYS_getsockopt, fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	if (SAN_SYS(SYS_getsockopt, (long)fd, (long)IPPROTO_TCP, (long)TCP_INFO, &ti, &len) < 0 ||
 	    !SAN_TI_HAS(len, tcpi_bytes_received)) {
 		errno = saved;
 		return;
