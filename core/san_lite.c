@@ -76,7 +76,7 @@ static bool lite_open(int fd, struct san_stats_conn *stc, const struct san_lite_
 			return false;
 	}
 	l->tx = l->rx = l->a_ex_rx0 = 0;
-	l->a_t0_ns = a ? a->t0_ns : 0;
+	l->a_end_ns = a ? a->end_ns : 0;
 	l->a_ex_done = l->a_want = 0;
 	l->a_peer_known = a && a->peer;
 	if (a && a->peer)
@@ -107,14 +107,14 @@ bool san_lite_open(int fd, struct san_stats_conn *stc)
 
 bool san_lite_open_a(int fd, struct san_stats_conn *stc, const struct san_lite_a *a)
 {
-	return a->t0_ns && a->nep <= SAN_LITE_EPOLL_MAX && lite_open(fd, stc, a);
+	return a->end_ns && a->nep <= SAN_LITE_EPOLL_MAX && lite_open(fd, stc, a);
 }
 
 bool san_lite_is_a(int fd)
 {
 	struct san_lite *l = slot(fd);
 
-	return l && __atomic_load_n(&l->a_t0_ns, __ATOMIC_RELAXED) != 0;
+	return l && __atomic_load_n(&l->a_end_ns, __ATOMIC_RELAXED) != 0;
 }
 
 struct san_lite *san_lite_enter(int fd, uint32_t *gen)

@@ -45,7 +45,7 @@ struct san_stats_conn;
 struct san_lite {
 	uint64_t gate;		    /* generation << 32 | SAN_LITE_* | calls inside */
 	uint64_t tx, rx;	    /* bytes its calls moved over TCP: the sock's counts, the stats */
-	uint64_t a_t0_ns;	    /* A: when it connected (its window's start); 0: a server's (B) */
+	uint64_t a_end_ns;	    /* A: its window's end (connect + SAN_A_WINDOW_MS); 0: B's */
 	uint64_t a_ex_rx0;	    /* A: rx as its current exchange's first send began (a_sent) */
 	uint32_t a_ex_done;	    /* A: exchanges it completed (a_due; only while a_want) */
 	uint32_t a_want;	    /* A: its sock is due, and a call inside kept the gate open */
@@ -85,7 +85,7 @@ bool san_lite_open(int fd, struct san_stats_conn *stc);
 /* connect(): the same for a client's candidate (A): its record's A fields, set before its
  * gate opens (another thread's epoll_ctl may come at once). */
 struct san_lite_a {
-	uint64_t t0_ns;		    /* when it connected (not 0) */
+	uint64_t end_ns;	    /* when its window to propose ends (not 0) */
 	const struct san_addr *peer; /* the address connect() was given, or NULL */
 	uint32_t nep;		    /* registrations made before the connect (at most the max) */
 	struct {

@@ -549,7 +549,7 @@ static struct san_sock *lite_find_tuple(const struct san_tuple *t, int *busy)
 		int r;
 
 		/* (a client's candidate: no PROPOSE names it, and its tuple is not asked) */
-		if (!l || __atomic_load_n(&l->a_t0_ns, __ATOMIC_ACQUIRE))
+		if (!l || __atomic_load_n(&l->a_end_ns, __ATOMIC_ACQUIRE))
 			continue;
 		g = (uint32_t)(__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) >> 32);
 		if (l->tuple_gen != g || !l->tuple_state) {
@@ -736,13 +736,15 @@ static bool a_loopback(const struct san_addr *a);
 static bool lite_a_open(int fd, const struct san_addr *peer, const struct san_sock_epreg *early,
 			int nearly)
 {
-	struct san_lite_a a = { .t0_ns = now_ns(), .peer = peer, .nep = (uint32_t)nearly };
-	struct san_stats_conn *stc = san_stats_conn_of(fd);
+	struct san_lite_a a = { .peer = peer, .nep = (uint32_t)nearly };
+	struct san_stats_conn *stc;
 	struct san_tuple t;
 	unsigned int gen;
 
 	if (nearly > SAN_LITE_EPOLL_MAX || !peer || !a_loopback(peer) || !lite_wanted_a())
 		return false;
+	a.end_ns = now_ns() + SAN_A_WINDOW_MS * 1000000ull; /* (as sock_alloc's deadline) */
+	stc = san_stats_conn_of(fd);
 	for (int i = 0; i < nearly; i++) {
 		a.ep[i].epfd = early[i].epfd;
 		a.ep[i].ev = early[i].ev;
@@ -828,7 +830,7 @@ static bool lite_wanted_a(void)
 static void lite_make_sock(int fd, struct san_lite *l, uint32_t gen)
 {
 	struct san_sock *s;
-	bool a = l->a_t0_ns != 0;
+	bool a = l->a_end_ns != 0;
 
 	if ((s = sock_alloc(fd, a ? SAN_UP_ROLE_A : SAN_UP_ROLE_B))) {
 		s->tcp_tx = __atomic_load_n(&l->tx, __ATOMIC_RELAXED);
@@ -838,7 +840,7 @@ static void lite_make_sock(int fd, struct san_lite *l, uint32_t gen)
 			 * As if a sock from connect() on: its window, its policy, its peer as
 			 * given, and the exchanges its sends began (a_sent, a_due).
 			 */
-			s->deadline_ns = l->a_t0_ns + SAN_A_WINDOW_MS * 1000000ull;
+			s->deadline_ns = l->a_end_ns;
 			/* (what sock_before_io decides for a loopback peer: made here, since a
 			 * shutdown that finds it due by bytes may come before any call of the sock's) */
 			s->policy_set = s->late = true;
@@ -890,24 +892,38 @@ static void lite_drop(int fd, unsigned int reason)
  * fork_prepare, runs before ours and holds its loop), so the drain's next look would never
  * come, and such a connection stays TCP too.
  */
+/*
+ * One try at making fd's lite candidate a sock: 1 made (or no lite candidate); 0 another thread
+ * (or the engine, with SAN_LITE_DRAIN in busy) was closing its gate and has decided: look
+ * again; -1 a call is inside its gate.
+ */
+static int lite_settle_once(int fd, uint64_t busy)
+{
+	struct san_lite *l = san_lite_of(fd);
+	uint32_t gen;
+
+	if (!l)
+		return 1;
+	if (san_lite_close_gate(fd, &gen)) {
+		lite_make_sock(fd, l, gen);
+		return 1;
+	}
+	if (!(__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & busy))
+		return -1;
+	san_lite_wait_closing(fd); /* another thread makes it (or the engine) */
+	return 0;
+}
+
 static void lite_settle(int fd, bool wait_engine)
 {
 	uint64_t busy = wait_engine ? SAN_LITE_CLOSED | SAN_LITE_DRAIN : SAN_LITE_CLOSED;
-	struct san_lite *l;
-	uint32_t gen;
+	int r;
 
-	while ((l = san_lite_of(fd))) {
-		if (san_lite_close_gate(fd, &gen)) {
-			lite_make_sock(fd, l, gen);
-			return;
-		}
-		if (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & busy) {
-			san_lite_wait_closing(fd); /* another thread makes it (or the engine) */
-			continue;
-		}
+	while ((r = lite_settle_once(fd, busy)) == 0)
+		;
+	if (r < 0) {
 		san_debug("fd %d: a call of another thread is in the kernel: stays on TCP", fd);
 		lite_drop(fd, SAN_FB_NOT_ATTEMPTED);
-		return;
 	}
 }
 
@@ -2706,7 +2722,7 @@ static bool lite_a_due(int fd, struct san_lite *l, bool send)
 	 */
 	if (__atomic_load_n(&l->rx, __ATOMIC_RELAXED) > l->a_ex_rx0)
 		return true;
-	return now_ns() > l->a_t0_ns + SAN_A_WINDOW_MS * 1000000ull || san_sys_inq(fd) > 0;
+	return now_ns() > l->a_end_ns || san_sys_inq(fd) > 0;
 }
 
 /*
@@ -2738,20 +2754,12 @@ static void lite_a_exchange(struct san_lite *l)
  */
 static bool lite_a_make_sock(int fd)
 {
-	struct san_lite *l = san_lite_of(fd);
-	uint32_t gen;
+	struct san_lite *l;
 
-	if (!l)
+	if (lite_settle_once(fd, SAN_LITE_CLOSED) >= 0)
 		return true;
-	if (san_lite_close_gate(fd, &gen)) {
-		lite_make_sock(fd, l, gen);
-		return true;
-	}
-	if (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) & SAN_LITE_CLOSED) {
-		san_lite_wait_closing(fd);
-		return true;
-	}
-	__atomic_store_n(&l->a_want, 1, __ATOMIC_RELAXED);
+	if ((l = san_lite_of(fd)))
+		__atomic_store_n(&l->a_want, 1, __ATOMIC_RELAXED);
 	return false;
 }
 
@@ -2769,7 +2777,7 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 
 	if (!(l = lite_enter(fd, &gen)))
 		return false;
-	a = l->a_t0_ns != 0;
+	a = l->a_end_ns != 0;
 	if (a && lite_a_due(fd, l, send)) {
 		san_lite_leave(l, gen);
 		if (lite_a_make_sock(fd))

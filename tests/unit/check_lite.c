@@ -44,18 +44,18 @@ END_TEST
 START_TEST(test_client_record)
 {
 	struct san_addr peer = { .port = 7 };
-	struct san_lite_a a = { .t0_ns = 0, .peer = &peer, .nep = 1 };
+	struct san_lite_a a = { .end_ns = 0, .peer = &peer, .nep = 1 };
 	struct san_lite *l;
 	uint32_t gen;
 
 	a.ep[0].epfd = 42;
 	a.ep[0].ev.events = EPOLLIN;
-	REQUIRE(!san_lite_open_a(8, NULL, &a)); /* (a client's needs its time) */
+	REQUIRE(!san_lite_open_a(8, NULL, &a)); /* (a client's needs its window) */
 	REQUIRE(san_lite_of(8) == NULL);
-	a.t0_ns = 12345;
+	a.end_ns = 12345;
 	REQUIRE(san_lite_open_a(8, NULL, &a));
 	REQUIRE((l = san_lite_of(8)) != NULL && san_lite_is_a(8));
-	REQUIRE(l->a_t0_ns == 12345 && !l->a_want && !l->a_ex_done && !l->a_ex_rx0);
+	REQUIRE(l->a_end_ns == 12345 && !l->a_want && !l->a_ex_done && !l->a_ex_rx0);
 	/* what it was given is in the record before its gate opened */
 	REQUIRE(l->a_peer_known && l->a_peer.port == 7);
 	REQUIRE(l->nep == 1 && l->ep[0].epfd == 42 && l->ep[0].ev.events == EPOLLIN);
@@ -65,7 +65,7 @@ START_TEST(test_client_record)
 	REQUIRE(san_lite_shut(8, &gen) == l);
 	REQUIRE(san_lite_open(8, NULL));
 	REQUIRE(san_lite_of(8) == l);
-	REQUIRE(!l->a_t0_ns && !san_lite_is_a(8) && !l->a_want && !l->a_ex_done && !l->a_ex_rx0);
+	REQUIRE(!l->a_end_ns && !san_lite_is_a(8) && !l->a_want && !l->a_ex_done && !l->a_ex_rx0);
 	REQUIRE(!l->a_peer_known && l->nep == 0);
 	REQUIRE(san_lite_shut(8, &gen) == l);
 }
