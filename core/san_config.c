@@ -20,6 +20,7 @@ const struct san_config san_config_defaults = {
 	.direct = 1,
 	.lite = 1,
 	.other_users = 1,
+	.stdio = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
 	.switch_after = SAN_CFG_SWITCH_AFTER_DEFAULT,
@@ -38,6 +39,7 @@ struct san_config san_cfg = {
 	.direct = 1,
 	.lite = 1,
 	.other_users = 1,
+	.stdio = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
 	.switch_after = SAN_CFG_SWITCH_AFTER_DEFAULT,
@@ -342,6 +344,11 @@ int san_config_load_over(struct san_config *cfg, const struct san_config *base,
 	if ((s = san_config_get(get, ctx, "SANSWITCH_OTHER_USERS")) &&
 	    (err = san_config_parse_uint(s, 1, &cfg->other_users))) {
 		san_config_reject(err, "SANSWITCH_OTHER_USERS", s, "0|1", "1");
+		bad++;
+	}
+	if ((s = san_config_get(get, ctx, "SANSWITCH_STDIO")) &&
+	    (err = san_config_parse_uint(s, 1, &cfg->stdio))) {
+		san_config_reject(err, "SANSWITCH_STDIO", s, "0|1", "1");
 		bad++;
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_READ_AHEAD")) && strcasecmp(s, "auto") &&

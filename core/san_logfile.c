@@ -124,6 +124,18 @@ static int san_logfile_open(int *open_err)
 				  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600);
 		err = fd < 0 ? -errno : 0;
 	}
+	if (!err && fd <= STDERR_FILENO) {
+		/*
+		 * The program closed a standard number (git clone closes its stdout): the file got
+		 * it, and would be taken for that stream, by us and by the program, which may open
+		 * something else there next. Above 2.
+		 */
+		int up = (int)syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+
+		err = up < 0 ? -errno : 0;
+		syscall(SYS_close, fd);
+		fd = up;
+	}
 	if (!err && fstat(fd, &st))
 		err = -errno;
 	else if (!err && san_logfile_is_stdout(&st))

@@ -962,6 +962,9 @@ void san_up_unlisten(int lfd)
  * the connector's PROPOSE reaches the process that owns the connection (docs/protocol.md,
  * "Names"). It lives until B's window closes or the connection is freed.
  */
+/* Binds of a connection's name refused as in use before it stays unnamed (a call's few syscalls each). */
+#define SAN_NAME_TRIES 16
+
 struct conn_name {
 	ev_io w;
 	ev_timer t;
@@ -1021,6 +1024,16 @@ void san_up_name_conn(struct san_sock *s)
 	if (!r)
 		r = san_sidechan_name_conn(&n, netns, &s->tuple.local, &s->tuple.peer);
 	fd = r ? r : san_fd_hide(san_sidechan_listen(&n));
+	if (fd == -EADDRINUSE && ++s->proc->name_tries < SAN_NAME_TRIES) {
+		/*
+		 * The process that handed it to us at exec still has the name (git daemon --serve
+		 * closes its copies once upload-pack runs, and its engine frees the name a moment
+		 * later): the next data calls try again, while A's proposals are retried.
+		 */
+		s->proc->name_decided = false;
+		san_debug("fd %d: its name is still in use: trying again at the next call", s->fd);
+		return;
+	}
 	if (fd < 0) {
 		san_debug("fd %d: no name of its own (%s): it stays on TCP", s->fd, strerror(-fd));
 		return;

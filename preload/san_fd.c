@@ -79,8 +79,12 @@ __attribute__((no_sanitize_address)) SAN_EXPORT long syscall(long nr, ...)
 SAN_EXPORT int fclose(FILE *stream)
 {
 	int saved = errno;
-	int fd = stream ? fileno_unlocked(stream) : -1;
+	int fd;
 
+	/* a bridged stream flushes and closes through the wrappers (san_stdio.c) */
+	if (unlikely(san_stdio_bridged(stream)))
+		return SAN_REAL(fclose)(stream);
+	fd = stream ? fileno_unlocked(stream) : -1;
 	errno = saved;
 	if (fd >= 0) {
 		if (unlikely(san_managed(fd)))

@@ -264,6 +264,10 @@ struct san_fd san_track_dup_onto_begin(int oldfd, int newfd);
 void san_track_dup_onto_end(int oldfd, int newfd, int ret, struct san_fd saved);
 void san_track_nonblock(int fd, bool on);
 
+/* The stdio bridge (san_stdio.c): stdin/stdout/stderr of an adopted connection, at load. */
+void san_stdio_bridge(void);
+bool san_stdio_bridged(FILE *fp);
+
 #pragma GCC visibility pop
 
 #endif /* SAN_PRELOAD_H */

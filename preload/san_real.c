@@ -120,6 +120,7 @@ static void san_real_init_once(void)
 	pthread_atfork(san_core_atfork_prepare, san_core_atfork_parent, san_core_atfork_child);
 	san_debug("loaded: fd table of %u slots", san_fdt.size);
 	san_core_loaded();
+	san_stdio_bridge(); /* (after the adoption: the numbers it bridges are the ones adopted) */
 	/* dlsym() and friends may set errno; a wrapper's success must not show it. */
 	errno = saved;
 }

@@ -27,7 +27,7 @@
 # made) and "dup" (a candidate's second number kept it on TCP). An inetd first request includes the exec of a python3, and a
 # clientfork one the client's fork() (457 ms once on a loaded machine), which TCP's run pays
 # too: their limit is TCP's worst plus the same margin. Then connections that must stay TCP:
-# "handoff", "forkshared", "forkmoved", "inetdstdio" and "stdio" (below).
+# "handoff", "forkshared", "forkmoved", "inetdstdio" with SANSWITCH_STDIO=0 and "stdio" (below).
 # timeout: 240
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -107,18 +107,26 @@ for shape in forkshared forkmoved; do
 done
 
 # A program that speaks through C stdio: glibc makes its read(2) and write(2) inside libc, behind
-# the preload, so our counts of the connection are not where its stream is. It must stay TCP,
-# every byte right: exec'd as inetd's child (the adopted connection; it reads each request's length
-# with read(2), so it is touched and named and the client's first proposal reaches it and is
-# refused on the counts), and as a server that fdopen()s what it accepts ("stdio": never touched,
-# refused at the client's last proposal). Before, the second hung there (the server's engine took
-# the proposal and switched with counts of zero).
+# the preload. Exec'd as inetd's child ("inetdstdio": it reads each request's length with read(2),
+# the rest through stdio on stdin and stdout), the connection it adopts at load has its standard
+# streams bridged through the library (preload/san_stdio.c): every connection switches at both
+# ends, bytes checked. Before, each stayed TCP (the counts check saw the bytes stdio moved).
+# With SANSWITCH_STDIO=0 the streams are glibc's, and the counts check keeps each on TCP. As a
+# server that fdopen()s what it accepts ("stdio": never touched, refused at the client's last
+# proposal), it stays TCP; before, that one hung (the server's engine took the proposal and
+# switched with counts of zero).
 run inetdstdio pre 10
+c=$(sum inetdstdio.pre.10 client switched)
+b=$(sum inetdstdio.pre.10 worker switched)
+[ "$c" -eq "$CONNS" ] && [ "$b" -eq "$CONNS" ] ||
+	fail "inetdstdio: expected $CONNS switched at both ends, got client $c, workers $b"
+log "inetdstdio (stdio bridged): $CONNS connections switched at both ends, bytes checked"
+SANSWITCH_STDIO=0 run inetdstdio pre 10
 c=$(sum inetdstdio.pre.10 client switched)
 f=$(sum inetdstdio.pre.10 client fallback)
 [ "$c" -eq 0 ] && [ "$f" -eq "$CONNS" ] ||
-	fail "inetdstdio: expected every connection on TCP, $c switched, $f fallbacks"
-log "inetdstdio: $CONNS connections on TCP, bytes checked"
+	fail "inetdstdio, SANSWITCH_STDIO=0: expected every connection on TCP, $c switched, $f fallbacks"
+log "inetdstdio, SANSWITCH_STDIO=0: $CONNS connections on TCP, bytes checked"
 for size in 10 300000; do
 	start_pf "stdio.$size.srv" pre "$SANSTDIO" listen '{PORTFILE}' "$CONNS"
 	rc=0

@@ -8,6 +8,8 @@
  *   sanstdio serve                     serve stdin/stdout (an inetd child): each request's
  *                                      length with read(2), the rest through unbuffered stdio
  *                                      (so the switch sees the connection used, and is asked)
+ *   sanstdio late exit|fclose          serve stdin/stdout: the first exchange with read(2) and
+ *                                      write(2), the rest through stdio (see serve_late)
  *   sanstdio listen PORTFILE CONNS     listen on 127.0.0.1, write the port to PORTFILE, serve
  *                                      CONNS connections in turn through fdopen()
  *
@@ -112,14 +114,77 @@ static int listen_and_serve(const char *portfile, int conns)
 	return bad;
 }
 
+/*
+ * late: git upload-pack's shape. The first exchange with read(2) and write(2) (the connection
+ * switches at the client's second), every later one through stdio on stdin and stdout; at the
+ * end of the requests a line on stderr (unbuffered) and one on stdout left in its buffer, which
+ * only the exit's flush (END exit) or an fclose(stdout) (END fclose) sends. Checks that fileno()
+ * of the streams still answers 0, 1 and 2.
+ */
+static int serve_late(const char *end)
+{
+	uint64_t n_done = 0;
+	bool sys = true;
+
+	if (fileno(stdin) != 0 || fileno(stdout) != 1 || fileno(stderr) != 2) {
+		fprintf(stderr, "sanstdio: fileno() of the standard streams: %d %d %d\n", fileno(stdin),
+			fileno(stdout), fileno(stderr));
+		return 1;
+	}
+	for (;; sys = false) {
+		uint64_t be, n;
+		char *buf;
+		size_t got = 0;
+		int h = read_head(stdin, sys, &be);
+
+		if (h < 0)
+			return 1;
+		if (h == 0)
+			break;
+		n = be64toh(be);
+		if (n > (64u << 20) || !(buf = malloc(n ? n : 1)))
+			return 1;
+		while (got < n) {
+			ssize_t r = sys ? read(0, buf + got, n - got) : (ssize_t)fread(buf + got, 1, n - got, stdin);
+
+			if (r <= 0) {
+				free(buf);
+				return 1;
+			}
+			got += (size_t)r;
+		}
+		for (uint64_t i = 0; i < n / 2; i++) {
+			char t = buf[i];
+
+			buf[i] = buf[n - 1 - i];
+			buf[n - 1 - i] = t;
+		}
+		if (sys ? write(1, buf, n) != (ssize_t)n : fwrite(buf, 1, n, stdout) != n || fflush(stdout)) {
+			free(buf);
+			return 1;
+		}
+		free(buf);
+		n_done++;
+	}
+	fprintf(stderr, "err %llu\n", (unsigned long long)n_done);
+	printf("bye %llu\n", (unsigned long long)n_done);
+	if (!strcmp(end, "fclose") && fclose(stdout))
+		return 1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 2 && !strcmp(argv[1], "serve")) {
 		setvbuf(stdin, NULL, _IONBF, 0); /* no read-ahead past what read(2) must find */
 		return serve(stdin, stdout, true);
 	}
+	if (argc == 3 && !strcmp(argv[1], "late")) {
+		setvbuf(stdin, NULL, _IONBF, 0); /* no read-ahead past the first exchange */
+		return serve_late(argv[2]);
+	}
 	if (argc == 4 && !strcmp(argv[1], "listen"))
 		return listen_and_serve(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: sanstdio serve | sanstdio listen PORTFILE CONNS\n");
+	fprintf(stderr, "usage: sanstdio serve | sanstdio late exit|fclose | sanstdio listen PORTFILE CONNS\n");
 	return 2;
 }

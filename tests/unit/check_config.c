@@ -105,6 +105,7 @@ enum field {
 	F_DIRECT,
 	F_LITE,
 	F_OTHER_USERS,
+	F_STDIO,
 	F_AHEAD,
 	F_AREA,
 	F_SWITCH_AFTER,
@@ -158,6 +159,9 @@ static const struct {
 	{ "SANSWITCH_OTHER_USERS", "0", F_OTHER_USERS, 0, 0 },
 	{ "SANSWITCH_OTHER_USERS", "1", F_OTHER_USERS, 0, 1 },
 	{ "SANSWITCH_OTHER_USERS", "yes", F_OTHER_USERS, 1, 1 },
+	{ "SANSWITCH_STDIO", "0", F_STDIO, 0, 0 },
+	{ "SANSWITCH_STDIO", "1", F_STDIO, 0, 1 },
+	{ "SANSWITCH_STDIO", "2", F_STDIO, 1, 1 },
 	{ "SANSWITCH_READ_AHEAD", "0", F_AHEAD, 0, 0 },
 	{ "SANSWITCH_READ_AHEAD", "8", F_AHEAD, 0, 8 },
 	{ "SANSWITCH_READ_AHEAD", "auto", F_AHEAD, 0, SAN_CFG_READ_AHEAD_AUTO },
@@ -242,6 +246,8 @@ static uint32_t field_of(const struct san_config *c, enum field f)
 		return c->lite;
 	case F_OTHER_USERS:
 		return c->other_users;
+	case F_STDIO:
+		return c->stdio;
 	case F_AHEAD:
 		return c->read_ahead;
 	case F_AREA:
@@ -297,6 +303,9 @@ START_TEST(test_variable)
 		break;
 	case F_OTHER_USERS:
 		d.other_users = san_config_defaults.other_users;
+		break;
+	case F_STDIO:
+		d.stdio = san_config_defaults.stdio;
 		break;
 	case F_AHEAD:
 		d.read_ahead = san_config_defaults.read_ahead;

@@ -259,6 +259,32 @@ START_TEST(test_file_not_stdout)
 }
 END_TEST
 
+/*
+ * A program that closed its stdout (git clone does) has the file opened on a number above 2,
+ * not on 1, where it would be taken for standard output (and the program's next file would
+ * not get the number it expects). Before, the lines went to stderr with a warning.
+ */
+START_TEST(test_file_stdout_closed)
+{
+	char path[128];
+	int err = 0, fd, saved = dup(STDOUT_FILENO);
+
+	ck_assert_int_ge(saved, 0);
+	snprintf(path, sizeof(path), "%s/closed-out", dir);
+	ck_assert_int_eq(close(STDOUT_FILENO), 0);
+	san_logfile_init(path);
+	fd = san_logfile_fd(&err);
+	ck_assert_int_eq(fcntl(STDOUT_FILENO, F_GETFD), -1); /* 1 still free */
+	ck_assert_int_eq(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+	close(saved);
+	ck_assert_int_eq(err, 0);
+	ck_assert_int_gt(fd, STDERR_FILENO);
+	ck_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	san_log_raw("line\n", 5);
+	ck_assert_str_eq(slurp(path), "line\n");
+}
+END_TEST
+
 /* A fork child with "%p" logs to a file of its own; without, to the parent's. */
 START_TEST(test_file_fork)
 {
@@ -388,6 +414,7 @@ Suite *make_log_suite(void)
 	tcase_add_test(tc, test_file_open_and_taken);
 	tcase_add_test(tc, test_file_cannot_open);
 	tcase_add_test(tc, test_file_not_stdout);
+	tcase_add_test(tc, test_file_stdout_closed);
 	tcase_add_test(tc, test_file_fork);
 	tcase_add_test(tc, test_limited_lines);
 	tcase_add_test(tc, test_init_env);
