@@ -934,6 +934,12 @@ static int on_switch(struct vconn *v, const void *msg, size_t len)
 	} else {
 		s->x_peer = m.u.sw.offset;
 		s->rx = SK_RX_DRAIN;
+		/*
+		 * A's pause ends here, on the engine, not in the call that proposed (shm's does):
+		 * a nonblocking reader told EAGAIN meanwhile is owed its edge, as B's is (b_commit)
+		 */
+		if (!s->proc->closing)
+			san_sock_epoll_rearm_paused(s);
 		pthread_cond_broadcast(&s->cond);
 	}
 	v->stage = V_RUNNING;

@@ -9,7 +9,7 @@
 # listener's side-channel name), "activated" (the listener handed to an exec'd program, as with
 # systemd's socket activation) and "passed" (an exec'd program receives it over SCM_RIGHTS): those
 # programs never saw the listener made, and adopt it at its first accept(); "fork" (the parent
-# accepts, a forked child serves, the parent closes its copy: the pre-fork daemon's shape),
+# accepts, a forked child serves once the parent has closed its copy: the pre-fork daemon's shape),
 # "clientfork" (the client connects, a forked child talks) and "forkhelper" (the server forks a
 # child that closes its copy and exits, then serves the connection itself), "inetd" (the parent
 # accepts, a forked child puts the connection on its stdin and stdout and execs the program that
