@@ -15,6 +15,8 @@
 #include "core/san_stats.h"
 #include "core/san_sys.h"
 
+void (*san_core_stdio_flush)(void);
+
 /*
  * Once, before any wrapper can act: the policy (and with it the log level), the fd table,
  * the statistics. A disabled library allocates no table: every fd number is then beyond it,

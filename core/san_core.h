@@ -25,6 +25,11 @@ void san_core_exec_flush_begins(void);
 void san_core_exec_failed(void);
 void san_core_exec_wait(void);
 void san_core_exit(void);
+/*
+ * Set by preload/ when it bridged a standard stream (san_stdio.c): flushes those streams at
+ * exit, before the connections end (san_prov_verbs.c v_exit_flush). NULL: nothing to flush.
+ */
+extern void (*san_core_stdio_flush)(void);
 /* The process is about to confine itself with seccomp: the library steps aside. */
 void san_core_sandboxed(void);
 /* ... and has: nothing more to do at exit. */

@@ -1546,8 +1546,16 @@ static void v_exit_flush(void)
 	 */
 	if (!__atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED))
 		return;
-	/* glibc flushes stdio after the atexit handlers: a socket's FILE must not follow our FIN */
-	(void)fflush(NULL);
+	/*
+	 * glibc flushes stdio after the atexit handlers: a bridged stream's bytes (the only stdio
+	 * that reaches a switched connection: san_stdio.c) must not follow our FIN. Those streams
+	 * alone: fflush(NULL) locked every stream, and waited for ever for one another thread
+	 * held (a reader blocked in fgets(stdin)); glibc's own flush at exit takes no lock.
+	 */
+	void (*flush)(void) = __atomic_load_n(&san_core_stdio_flush, __ATOMIC_ACQUIRE);
+
+	if (flush)
+		flush();
 	san_sock_exit_close(); /* the connections the program never closed end as TCP's would */
 	v_flush_all();
 }

@@ -4376,7 +4376,7 @@ void san_sock_atfork_child(void)
 		san_up_unwatch_child(s); /* the engine thread did not survive */
 		san_up_unname_child(s);
 		s->proc->name_decided = false;
-		s->proc->name_tries = 0;
+		s->proc->name_retry_ns = s->proc->name_give_up_ns = 0;
 		if (s->proc->tx_mute) {
 			/* the epoll sets are the parent's too: only our own bookkeeping */
 			s->proc->tx_mute = false;

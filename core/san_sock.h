@@ -76,7 +76,8 @@ struct san_sock_proc {
 				* (direct grant, direct read) are the parent's threads' */
 	struct conn_name *named; /* B: the connection's own side-channel name (san_up_name_conn) */
 	bool name_decided;	 /* B: named, or not to be named, in this process */
-	uint8_t name_tries;	 /* B: binds of that name refused as in use (san_up_name_conn) */
+	uint64_t name_retry_ns;	 /* B: that name was in use: the next try not before (0: none yet) */
+	uint64_t name_give_up_ns; /* B: ... and none after this (san_up_name_conn) */
 	bool vnamed;		 /* B: in the family's verbs table (san_vredir.h) for this process */
 	void *mw;		 /* engine watcher writing the MARK's rest (san_up_watch_mark) */
 	void *fw;		 /* engine watcher for ring space (pending DISCONNECT, EPOLLOUT) */
@@ -485,7 +486,7 @@ bool san_sock_may_retry(const struct san_sock *s);
 bool san_sock_tuple(struct san_sock *s);
 /*
  * B, lock held: bind the connection's own name (see san_up.c) and set name_decided,
- * done or not (a name still in use is tried again at a few more calls); san_up_unname() lets it go (when s is freed), san_up_unname_child()
+ * done or not (a name still in use is tried again at later calls, for a while); san_up_unname() lets it go (when s is freed), san_up_unname_child()
  * drops a fork child's copy.
  */
 void san_up_name_conn(struct san_sock *s);

@@ -283,6 +283,7 @@ int san_up_a_run(struct san_sock *s)
 	struct san_msg m = { 0 };
 	uint64_t netns;
 	int memfd = -1, y = -1, r;
+	uint16_t gone;
 
 	r = san_owner_tuple(s->fd, &s->tuple);
 	if (r == -ENOTCONN)
@@ -298,6 +299,13 @@ int san_up_a_run(struct san_sock *s)
 	s->side = -ECONNREFUSED;
 	if (san_sidechan_name_conn(&used, netns, &s->tuple.peer, &s->tuple.local) == 0)
 		s->side = san_sidechan_connect(&used);
+	/*
+	 * The connection's own name answered: a channel that ends before any answer is a holder
+	 * letting go of it (a process that handed it over at exec closes its name as it closes
+	 * its copies; the next holder binds it again: san_up_name_conn), not a broken peer: A
+	 * proposes again later, as when told NOT_OWNER.
+	 */
+	gone = s->side >= 0 ? SAN_R_NOT_OWNER : SAN_R_CHANNEL;
 	if (s->side == -ECONNREFUSED)
 		s->side = san_sidechan_connect_dest(&s->tuple.peer, netns, &used);
 	s->side = san_fd_hide(s->side);
@@ -335,7 +343,7 @@ int san_up_a_run(struct san_sock *s)
 	r = san_sidechan_send(s->side, &m, memfd);
 	san_sys_close(memfd);
 	if (r < 0)
-		return san_up_fallback(s, SAN_R_CHANNEL);
+		return san_up_fallback(s, r == -EPIPE || r == -ECONNRESET ? gone : SAN_R_CHANNEL);
 
 	r = side_wait(s->side, &rx, true,
 		      (m.u.propose.caps & SAN_CAP_RETRIES) ? SAN_UP_RETRY_TIMEOUT_MS : SAN_UP_TIMEOUT_MS);
@@ -344,7 +352,7 @@ int san_up_a_run(struct san_sock *s)
 		return san_up_fallback(s, SAN_R_TIMEOUT);
 	}
 	if (r < 0)
-		return san_up_fallback(s, r == -EPIPE || r == -ECONNRESET ? SAN_R_CHANNEL : SAN_R_MALFORMED);
+		return san_up_fallback(s, r == -EPIPE || r == -ECONNRESET ? gone : SAN_R_MALFORMED);
 	if (rx.msg.type == SAN_T_REJECT) {
 		san_side_rx_close_fds(&rx);
 		return san_up_fallback(s, rx.msg.u.reject.reason);
@@ -962,8 +970,13 @@ void san_up_unlisten(int lfd)
  * the connector's PROPOSE reaches the process that owns the connection (docs/protocol.md,
  * "Names"). It lives until B's window closes or the connection is freed.
  */
-/* Binds of a connection's name refused as in use before it stays unnamed (a call's few syscalls each). */
-#define SAN_NAME_TRIES 16
+/*
+ * A connection's name found in use is tried again at the data calls of the next this many ns,
+ * at most once per SAN_NAME_RETRY_NS (a try costs a call a few system calls: a program that
+ * reads a byte per call, as bash's read does, must not pay them at each).
+ */
+#define SAN_NAME_RETRY_FOR_NS (200u * 1000u * 1000u)
+#define SAN_NAME_RETRY_NS (1000u * 1000u)
 
 struct conn_name {
 	ev_io w;
@@ -1020,18 +1033,25 @@ void san_up_name_conn(struct san_sock *s)
 	int fd, r;
 
 	s->proc->name_decided = true;
+	if (s->proc->name_retry_ns && now < s->proc->name_retry_ns) {
+		s->proc->name_decided = false; /* (not yet: a later call tries) */
+		return;
+	}
 	r = san_sock_tuple(s) ? san_sidechan_netns(&netns) : -ENOTCONN;
 	if (!r)
 		r = san_sidechan_name_conn(&n, netns, &s->tuple.local, &s->tuple.peer);
 	fd = r ? r : san_fd_hide(san_sidechan_listen(&n));
-	if (fd == -EADDRINUSE && ++s->proc->name_tries < SAN_NAME_TRIES) {
+	if (fd == -EADDRINUSE && !s->proc->name_give_up_ns)
+		s->proc->name_give_up_ns = now + SAN_NAME_RETRY_FOR_NS;
+	if (fd == -EADDRINUSE && now < s->proc->name_give_up_ns) {
 		/*
 		 * The process that handed it to us at exec still has the name (git daemon --serve
 		 * closes its copies once upload-pack runs, and its engine frees the name a moment
 		 * later): the next data calls try again, while A's proposals are retried.
 		 */
 		s->proc->name_decided = false;
-		san_debug("fd %d: its name is still in use: trying again at the next call", s->fd);
+		s->proc->name_retry_ns = now + SAN_NAME_RETRY_NS;
+		san_debug("fd %d: its name is still in use: trying again at a later call", s->fd);
 		return;
 	}
 	if (fd < 0) {

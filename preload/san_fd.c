@@ -71,19 +71,19 @@ __attribute__((no_sanitize_address)) SAN_EXPORT long syscall(long nr, ...)
 }
 
 /*
- * fclose() of an fdopen()ed socket closes the fd inside libc, where close()
- * is not interposed: forget the entry first, as close() does. Most FILEs
- * are files, whose fd is untracked: one fileno and one load. fileno() fails
- * with EBADF on fmemopen()-like streams; that errno is not the caller's.
+ * A stream's number is about to be closed (or replaced) inside libc, where close() is not
+ * interposed: forget its entry first, as close() does. Most FILEs are files, whose fd is
+ * untracked: one fileno and one load. fileno() fails with EBADF on fmemopen()-like streams;
+ * that errno is not the caller's. A bridged standard stream (san_stdio.c) is flushed through
+ * the wrappers and glibc's own stream given back first: the call acts on that one.
  */
-SAN_EXPORT int fclose(FILE *stream)
+static FILE *stream_number_ends(FILE *stream, int *flushed)
 {
-	int saved = errno;
-	int fd;
+	int saved = errno, fd;
 
-	/* a bridged stream flushes and closes through the wrappers (san_stdio.c) */
+	*flushed = 0;
 	if (unlikely(san_stdio_bridged(stream)))
-		return SAN_REAL(fclose)(stream);
+		stream = san_stdio_unbridge(stream, flushed);
 	fd = stream ? fileno_unlocked(stream) : -1;
 	errno = saved;
 	if (fd >= 0) {
@@ -91,7 +91,37 @@ SAN_EXPORT int fclose(FILE *stream)
 			san_sock_on_close(fd);
 		san_track_close(fd);
 	}
-	return SAN_REAL(fclose)(stream);
+	return stream;
+}
+
+/* fclose() of an fdopen()ed socket closes the fd inside libc. */
+SAN_EXPORT int fclose(FILE *stream)
+{
+	int flushed, r;
+
+	stream = stream_number_ends(stream, &flushed);
+	r = SAN_REAL(fclose)(stream);
+	return flushed ? EOF : r;
+}
+
+/*
+ * freopen() closes the stream's number, or replaces it (dup3), inside libc; and glibc's
+ * cannot take a bridged stream (it writes through a cookie stream's wide-data pointer).
+ */
+SAN_EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)
+{
+	int flushed;
+
+	return SAN_REAL(freopen)(path, mode, stream_number_ends(stream, &flushed));
+}
+
+SAN_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
+{
+	__typeof__(san_real.freopen64) fn = SAN_REAL(freopen64);
+	int flushed;
+
+	stream = stream_number_ends(stream, &flushed);
+	return fn ? fn(path, mode, stream) : SAN_REAL(freopen)(path, mode, stream);
 }
 
 /*

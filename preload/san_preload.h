@@ -104,6 +104,8 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 	  false)                                                                                   \
 	X(close, int, (int), true)                                                                 \
 	X(fclose, int, (FILE *), true)                                                             \
+	X(freopen, FILE *, (const char *, const char *, FILE *), true)                            \
+	X(freopen64, FILE *, (const char *, const char *, FILE *), false)                         \
 	X(close_range, int, (unsigned int, unsigned int, int), false)                              \
 	X(closefrom, void, (int), false)                                                           \
 	X(dup, int, (int), true)                                                                   \
@@ -267,6 +269,7 @@ void san_track_nonblock(int fd, bool on);
 /* The stdio bridge (san_stdio.c): stdin/stdout/stderr of an adopted connection, at load. */
 void san_stdio_bridge(void);
 bool san_stdio_bridged(FILE *fp);
+FILE *san_stdio_unbridge(FILE *fp, int *flushed);
 
 #pragma GCC visibility pop
 

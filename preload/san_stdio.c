@@ -10,46 +10,80 @@
  * each of the three standard streams whose number is an adopted connection is replaced by an
  * fopencookie() stream whose read, write and close are the same calls on the same number, made
  * through the wrappers: the program's stdio moves the same bytes at the same moments, only
- * visibly. Buffering as glibc gives a socket (full; stderr none). Its fd is set, so fileno()
- * answers as before; setvbuf(), fclose() and the exit's flush work on it as on any stream (the
- * library's exit handler flushes every stream before it ends a connection: san_prov_verbs.c).
- * What differs, and docs/behaviour.md says: such a stream has no wide orientation (fwprintf
- * fails), and a FILE * taken before our constructor ran (none in a C or C++ program of Debian
- * 12) would still be glibc's. SANSWITCH_STDIO=0 leaves the streams alone.
+ * visibly. It buffers as glibc's stream would (bridge_buffering); its fd is set, so fileno()
+ * answers as before; setvbuf() works on it as on any stream. The library's exit handler flushes
+ * it before it ends a connection (san_core_stdio_flush).
+ *
+ * fclose() and freopen() of a bridged stream give the program glibc's own stream back, on the
+ * same number, and act on that one (san_stdio_unbridge): glibc never frees its standard streams
+ * (a program may printf after fclose(stdout) and get EBADF), and its freopen() cannot take a
+ * cookie stream. What differs, and docs/behaviour.md says: a bridged stream has no wide
+ * orientation (fwprintf fails), and a FILE * taken before our constructor ran would still be
+ * glibc's. SANSWITCH_STDIO=0 leaves the streams alone.
  */
 #include "preload/san_preload.h"
 
 #include <stdint.h>
+#include <stdio_ext.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/san_config.h"
 
-/* The bridged streams by number; a slot is cleared when its stream closes (bridge_close). */
-static FILE *bridged[3];
+/* glibc's flag for an unbuffered stream (libio.h; the FILE layout is ABI): no getter names it */
+#define SAN_IO_UNBUFFERED 0x0002
 
-static int cookie_fd(void *cookie)
+/*
+ * One standard stream: the number, glibc's own stream (given back at fclose or freopen), ours
+ * while it is bridged. A cookie holds its slot; a slot's fd is -1 once the program closed it, and
+ * the cookie stream is then kept, never freed (a program may still hold it), and moves nothing.
+ */
+struct bridge {
+	int fd;
+	FILE *glibc;
+	FILE *ours;
+};
+
+static struct bridge slots[3] = { { -1, NULL, NULL }, { -1, NULL, NULL }, { -1, NULL, NULL } };
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int bridge_fd(void *cookie)
 {
-	return (int)(intptr_t)cookie;
+	return __atomic_load_n(&((struct bridge *)cookie)->fd, __ATOMIC_ACQUIRE);
 }
 
 static ssize_t bridge_read(void *cookie, char *buf, size_t len)
 {
-	return read(cookie_fd(cookie), buf, len);
+	int fd = bridge_fd(cookie);
+
+	if (fd < 0) {
+		errno = EBADF;
+		return -1;
+	}
+	return read(fd, buf, len);
 }
 
 /*
- * All of it or an error, as glibc's own file write loops over short writes (a cookie stream
- * takes a short count for an error). With part written, the count, as glibc's does.
+ * All of it, as glibc's own file write loops over short writes (a cookie stream takes a short
+ * count for an error). On an error the count written, 0 if none: never -1 (fopencookie(3): a
+ * write must not return a negative value; libio takes the count as unsigned, and -1 made an
+ * fwrite on an unbuffered stream answer all of it written).
  */
 static ssize_t bridge_write(void *cookie, const char *buf, size_t len)
 {
+	int fd = bridge_fd(cookie);
 	size_t done = 0;
 
+	if (fd < 0) {
+		errno = EBADF;
+		return 0;
+	}
 	while (done < len) {
-		ssize_t w = write(cookie_fd(cookie), buf + done, len - done);
+		ssize_t w = write(fd, buf + done, len - done);
 
 		if (w <= 0)
-			return done ? (ssize_t)done : -1;
+			break;
 		done += (size_t)w;
 	}
 	return (ssize_t)done;
@@ -58,28 +92,115 @@ static ssize_t bridge_write(void *cookie, const char *buf, size_t len)
 /* As glibc's file streams: the number's own lseek (ESPIPE on a socket). */
 static int bridge_seek(void *cookie, off64_t *off, int whence)
 {
-	off64_t r = lseek64(cookie_fd(cookie), *off, whence);
+	int fd = bridge_fd(cookie);
+	off64_t r;
 
+	if (fd < 0) {
+		errno = EBADF;
+		return -1;
+	}
+	r = lseek64(fd, *off, whence);
 	if (r < 0)
 		return -1;
 	*off = r;
 	return 0;
 }
 
+/* Our streams are never fclose()d by glibc (san_stdio_unbridge), so this only says so. */
 static int bridge_close(void *cookie)
 {
-	int fd = cookie_fd(cookie);
+	return 0;
+}
 
-	__atomic_store_n(&bridged[fd], NULL, __ATOMIC_RELEASE);
-	return close(fd);
+static struct bridge *slot_of(FILE *fp)
+{
+	for (int i = 0; fp && i < 3; i++)
+		if (__atomic_load_n(&slots[i].ours, __ATOMIC_ACQUIRE) == fp)
+			return &slots[i];
+	return NULL;
 }
 
 bool san_stdio_bridged(FILE *fp)
 {
-	for (int fd = 0; fd < 3; fd++)
-		if (fp && __atomic_load_n(&bridged[fd], __ATOMIC_ACQUIRE) == fp)
-			return true;
-	return false;
+	return slot_of(fp) != NULL;
+}
+
+/*
+ * fclose() or freopen() of one of our streams: flush it (its bytes go out through the wrappers,
+ * before the number changes), give the program glibc's own stream back (stdin, stdout or stderr
+ * pointed at ours: now at glibc's, on the same number), and return glibc's, on which the caller
+ * does what the program asked. Ours stays allocated and moves nothing from now on. A stream of
+ * ours closed before (the program kept its pointer): glibc's, already given back; ours moves
+ * nothing. *flushed: the flush's result (0, or EOF).
+ */
+FILE *san_stdio_unbridge(FILE *fp, int *flushed)
+{
+	FILE **const std[3] = { &stdin, &stdout, &stderr };
+	struct bridge *b = slot_of(fp);
+	FILE *glibc;
+
+	*flushed = 0;
+	if (!b)
+		return fp;
+	flockfile(fp);
+	if (__atomic_load_n(&b->fd, __ATOMIC_ACQUIRE) >= 0)
+		*flushed = fflush_unlocked(fp);
+	pthread_mutex_lock(&slots_lock);
+	glibc = b->glibc;
+	if (b->fd >= 0) {
+		__atomic_store_n(&b->fd, -1, __ATOMIC_RELEASE);
+		if (*std[b - slots] == fp)
+			*std[b - slots] = glibc;
+	}
+	pthread_mutex_unlock(&slots_lock);
+	fp->_fileno = -1; /* (fileno: EBADF; our fclose wrapper then leaves the number alone) */
+	funlockfile(fp);
+	return glibc;
+}
+
+/* At exit, before the connections end: each bridged stream's bytes, if no thread holds it. */
+static void bridge_exit_flush(void)
+{
+	for (int i = 0; i < 3; i++) {
+		FILE *fp = __atomic_load_n(&slots[i].ours, __ATOMIC_ACQUIRE);
+
+		/*
+		 * A stream another thread holds (blocked in a write the peer does not read, or in
+		 * a read) is skipped: waiting would hang the exit, and glibc flushes it after us,
+		 * unlocked, as it does every stream.
+		 */
+		if (!fp || bridge_fd(&slots[i]) < 0 || ftrylockfile(fp))
+			continue;
+		(void)fflush_unlocked(fp);
+		funlockfile(fp);
+	}
+}
+
+/*
+ * Buffering as glibc's stream has it now (a constructor may have set it: stdbuf(1)'s libstdbuf
+ * runs before ours) or would take at its first use: unbuffered (stderr), line, or full with a
+ * buffer of the socket's st_blksize when that is below BUFSIZ (4096 on Linux), where a
+ * fopencookie() stream would take BUFSIZ and a program that writes without fflush would send at
+ * other moments (GNU sed, tr: 8192 bytes, not 4096). The buffer is ours, and lives as long as
+ * the process (one per stream).
+ */
+static void bridge_buffering(FILE *fp, FILE *glibc, int fd)
+{
+	size_t size = glibc->_IO_buf_base ? __fbufsize(glibc) : BUFSIZ;
+	struct stat st;
+	char *buf;
+
+	if (glibc->_flags & SAN_IO_UNBUFFERED) {
+		(void)setvbuf(fp, NULL, _IONBF, 0);
+		return;
+	}
+	if (!glibc->_IO_buf_base && !fstat(fd, &st) && st.st_blksize > 0 && st.st_blksize < BUFSIZ)
+		size = (size_t)st.st_blksize;
+	if (!size)
+		size = BUFSIZ;
+	/* (no memory: glibc's own choice, BUFSIZ, at the first use) */
+	buf = malloc(size);
+	(void)setvbuf(fp, buf, __flbf(glibc) ? _IOLBF : _IOFBF, buf ? size : 0);
 }
 
 void san_stdio_bridge(void)
@@ -91,6 +212,7 @@ void san_stdio_bridge(void)
 		.close = bridge_close,
 	};
 	FILE **const std[3] = { &stdin, &stdout, &stderr };
+	bool any = false;
 
 	if (!san_cfg.stdio)
 		return;
@@ -99,7 +221,10 @@ void san_stdio_bridge(void)
 
 		if (!san_managed(fd))
 			continue;
-		if (!(fp = fopencookie((void *)(intptr_t)fd, fd ? "w" : "r", io))) {
+		/* (a constructor's bytes, before any switch, go out first, as glibc's) */
+		if (fd)
+			(void)fflush(*std[fd]);
+		if (!(fp = fopencookie(&slots[fd], fd ? "w" : "r", io))) {
 			/* (at load, only out of memory) as before the bridge: stdio before the switch
 			 * keeps the connection on TCP, stdio after it does not reach the peer */
 			san_warn("fd %d: no stdio bridge (%s): the program's std%s is glibc's own",
@@ -107,11 +232,15 @@ void san_stdio_bridge(void)
 			continue;
 		}
 		fp->_fileno = fd; /* fileno(); the cookie's calls never use it */
-		if (fd == 2)
-			(void)setvbuf(fp, NULL, _IONBF, 0);
-		__atomic_store_n(&bridged[fd], fp, __ATOMIC_RELEASE);
+		bridge_buffering(fp, *std[fd], fd);
+		slots[fd].fd = fd;
+		slots[fd].glibc = *std[fd];
+		__atomic_store_n(&slots[fd].ours, fp, __ATOMIC_RELEASE);
 		*std[fd] = fp;
+		any = true;
 		san_debug("fd %d: the program's std%s goes through the library (stdio bridge)", fd,
 			  fd == 0 ? "in" : fd == 1 ? "out" : "err");
 	}
+	if (any)
+		__atomic_store_n(&san_core_stdio_flush, bridge_exit_flush, __ATOMIC_RELEASE);
 }

@@ -81,15 +81,25 @@ log "git clone over kernel TCP, daemon preloaded, client preloaded, both with pr
 # Both preloaded, protocol v2: the connection switches at its second exchange (ls-refs), whose
 # reply upload-pack writes through stdio (an fflush of stdout, on the connection git daemon put on
 # its stdin and stdout): bridged (preload/san_stdio.c), those bytes reach the ring. Before, they
-# went to the notification socket and the clone hung. Five clones, each whole and switched at
-# both ends (a hang that came one time in five would show).
+# went to the notification socket and the clone hung. Five clones, each whole (a hang that came
+# one time in five would show), and at least four switched at both ends: git's processes hand the
+# connection on with timing of their own (git clone's exec'd children inherit its socket, not
+# close-on-exec; git daemon --serve closes its copies once upload-pack runs), and a connection
+# still held by two processes when its client proposes stays on TCP (docs/protocol.md §9.8):
+# 0 of 100 clones on an idle machine, 2 of 40 with a Soft-RoCE guest and a sanitized suite
+# running beside.
+sw=0
 for i in 1 2 3 4 5; do
 	clone pre pre "both$i" 30
 	check "both$i"
-	lines "both$i" c | grep -q ' switched=1 ' ||
-		{ lines "both$i" c; lines "both$i" d; fail "both$i: the client's connection did not switch"; }
-	lines "both$i" d | grep -q ' switched=1 ' ||
-		{ lines "both$i" c; lines "both$i" d; fail "both$i: no process of the daemon's switched"; }
+	if lines "both$i" c | grep -q ' switched=1 ' && lines "both$i" d | grep -q ' switched=1 '; then
+		sw=$((sw + 1))
+	else
+		log "both$i: stayed on TCP (its lines follow)"
+		lines "both$i" c
+		lines "both$i" d | grep -v ' switched=0 fallback=0 '
+	fi
 done
-log "both preloaded, protocol v2: 5 clones, fsck ok, HEAD $WANT, switched at both ends"
+[ "$sw" -ge 4 ] || fail "both preloaded, protocol v2: $sw of 5 clones switched at both ends"
+log "both preloaded, protocol v2: 5 clones, fsck ok, HEAD $WANT, $sw switched at both ends"
 log "PASS"

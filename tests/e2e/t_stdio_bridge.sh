@@ -2,9 +2,11 @@
 # t_stdio_bridge — a program handed its connection on stdin, stdout and stderr at exec (socat's
 # EXEC with nofork and stderr: inetd's shape) that talks through read(2)/write(2) first and
 # through C stdio once the connection has switched (git upload-pack's shape with protocol v2):
-# tests/tools/sanstdio's "late" mode. Its first exchange goes with system calls, the second and
-# third (1000 and 300000 bytes) through fread/fwrite; after the client's half-close it writes
-# "err 3" on stderr (unbuffered) and "bye 3" on stdout, left in stdio's buffer for the exit's
+# tests/tools/sanstdio's "late" mode. Its first exchange goes with system calls, the four others
+# (1000, 300000, 10 and 20000 bytes) through fread/fwrite (the client proposes at each of them
+# until one is taken: a socat parent slow to close its copy under load makes the first wait);
+# after the client's half-close it writes
+# "err 5" on stderr (unbuffered) and "bye 5" on stdout, left in stdio's buffer for the exit's
 # flush ("exit") or for an fclose(stdout) ("fclose"). The client checks every reply, then reads
 # to the end: the bytes after the replies and the ending (EOF or reset) must be kernel TCP's in
 # the same run, and every connection must switch at both ends. The standard streams go through
@@ -32,7 +34,7 @@ import os, socket, struct, sys
 port, conns = int(sys.argv[1]), int(sys.argv[2])
 for i in range(conns):
     s = socket.create_connection(("127.0.0.1", port))
-    for k, size in enumerate((2000, 1000, 300000)):
+    for k, size in enumerate((2000, 1000, 300000, 10, 20000)):
         d = os.urandom(size)
         s.sendall(struct.pack("!Q", size) + d)
         b = bytearray()
@@ -81,7 +83,7 @@ EOF
 
 for end in exit fclose; do
 	run none $end
-	grep -qx "conn 0: after the replies b'err 3\\\\nbye 3\\\\n', then EOF" "$TMP/none.$end.ends" ||
+	grep -qx "conn 0: after the replies b'err 5\\\\nbye 5\\\\n', then EOF" "$TMP/none.$end.ends" ||
 		{ show "$TMP/none.$end.ends"; fail "kernel TCP, $end: not the expected ending"; }
 	run pre $end
 	log "$end: $CONNS connections switched at both ends; replies through stdio after the switch," \

@@ -10,6 +10,8 @@
  *                                      (so the switch sees the connection used, and is asked)
  *   sanstdio late exit|fclose          serve stdin/stdout: the first exchange with read(2) and
  *                                      write(2), the rest through stdio (see serve_late)
+ *   sanstdio glibc big|closed|thread   serve stdin/stdout: four exchanges as late's, then one
+ *   sanstdio glibc freopen|gone PATH   glibc behaviour the bridge must keep (see serve_glibc)
  *   sanstdio listen PORTFILE CONNS     listen on 127.0.0.1, write the port to PORTFILE, serve
  *                                      CONNS connections in turn through fdopen()
  *
@@ -18,6 +20,9 @@
  */
 #include <arpa/inet.h>
 #include <endian.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -115,6 +120,42 @@ static int listen_and_serve(const char *portfile, int conns)
 }
 
 /*
+ * One exchange of late's on stdin/stdout: with read(2) and write(2) (sys), or through stdio.
+ * 1 done, 0 the client's EOF before a request, -1 a short request or a failed write.
+ */
+static int late_exchange(bool sys)
+{
+	uint64_t be, n;
+	char *buf;
+	size_t got = 0;
+	int h = read_head(stdin, sys, &be);
+
+	if (h <= 0)
+		return h;
+	n = be64toh(be);
+	if (n > (64u << 20) || !(buf = malloc(n ? n : 1)))
+		return -1;
+	while (got < n) {
+		ssize_t r = sys ? read(0, buf + got, n - got) : (ssize_t)fread(buf + got, 1, n - got, stdin);
+
+		if (r <= 0) {
+			free(buf);
+			return -1;
+		}
+		got += (size_t)r;
+	}
+	for (uint64_t i = 0; i < n / 2; i++) {
+		char t = buf[i];
+
+		buf[i] = buf[n - 1 - i];
+		buf[n - 1 - i] = t;
+	}
+	h = sys ? write(1, buf, n) != (ssize_t)n : fwrite(buf, 1, n, stdout) != n || fflush(stdout);
+	free(buf);
+	return h ? -1 : 1;
+}
+
+/*
  * late: git upload-pack's shape. The first exchange with read(2) and write(2) (the connection
  * switches at the client's second), every later one through stdio on stdin and stdout; at the
  * end of the requests a line on stderr (unbuffered) and one on stdout left in its buffer, which
@@ -132,38 +173,12 @@ static int serve_late(const char *end)
 		return 1;
 	}
 	for (;; sys = false) {
-		uint64_t be, n;
-		char *buf;
-		size_t got = 0;
-		int h = read_head(stdin, sys, &be);
+		int h = late_exchange(sys);
 
 		if (h < 0)
 			return 1;
 		if (h == 0)
 			break;
-		n = be64toh(be);
-		if (n > (64u << 20) || !(buf = malloc(n ? n : 1)))
-			return 1;
-		while (got < n) {
-			ssize_t r = sys ? read(0, buf + got, n - got) : (ssize_t)fread(buf + got, 1, n - got, stdin);
-
-			if (r <= 0) {
-				free(buf);
-				return 1;
-			}
-			got += (size_t)r;
-		}
-		for (uint64_t i = 0; i < n / 2; i++) {
-			char t = buf[i];
-
-			buf[i] = buf[n - 1 - i];
-			buf[n - 1 - i] = t;
-		}
-		if (sys ? write(1, buf, n) != (ssize_t)n : fwrite(buf, 1, n, stdout) != n || fflush(stdout)) {
-			free(buf);
-			return 1;
-		}
-		free(buf);
 		n_done++;
 	}
 	fprintf(stderr, "err %llu\n", (unsigned long long)n_done);
@@ -171,6 +186,91 @@ static int serve_late(const char *end)
 	if (!strcmp(end, "fclose") && fclose(stdout))
 		return 1;
 	return 0;
+}
+
+/* A reader that blocks in fgets(stdin), holding the stream's lock, while the program exits. */
+static void *read_stdin(void *arg)
+{
+	char line[64];
+
+	return fgets(line, sizeof(line), stdin) ? arg : NULL;
+}
+
+/*
+ * glibc: after four exchanges (the first with read(2)/write(2), the others through stdio, after
+ * the switch), one behaviour of glibc's standard streams that a bridged stream must keep:
+ *   big      5000 bytes through putchar and no fflush, then wait for the client's EOF: glibc's
+ *            stream on a socket has st_blksize's buffer, so 4096 go at once, 904 at the fflush
+ *   closed   fclose(stdout), then printf (EOF, EBADF) and fclose again (EOF): glibc never frees
+ *            its standard streams; the answer goes on stderr
+ *   freopen  freopen(PATH, "w", stdout), a line to the file, fclose; the answer on stderr
+ *   thread   a thread blocked in fgets(stdin); "bye" on stdout and exit(): the exit's flush must
+ *            not wait for stdin's lock
+ *   gone     at the client's EOF (it has closed), with SIGPIPE ignored and stdout unbuffered,
+ *            fwrite() four times: glibc answers 100, then 0 with EPIPE; each answer to PATH
+ */
+static int serve_glibc(const char *what, const char *path)
+{
+	/* (three through stdio: the client proposes at each until one is taken) */
+	if (late_exchange(true) != 1 || late_exchange(false) != 1 || late_exchange(false) != 1 ||
+	    late_exchange(false) != 1)
+		return 1;
+	if (!strcmp(what, "big")) {
+		uint64_t be;
+
+		for (int i = 0; i < 5000; i++)
+			putchar('x');
+		return read_head(stdin, false, &be) != 0 || fflush(stdout);
+	}
+	if (!strcmp(what, "closed")) {
+		int c1 = fclose(stdout), p, e, c2;
+
+		errno = 0;
+		p = printf("after fclose\n");
+		e = errno;
+		c2 = fclose(stdout);
+		fprintf(stderr, "closed %d printf %d %s again %d\n", c1, p, e == EBADF ? "EBADF" : "?", c2);
+		return 0;
+	}
+	if (!strcmp(what, "freopen") && path) {
+		FILE *f = freopen(path, "w", stdout);
+		int p = printf("to the file\n"), c = fclose(stdout);
+
+		fprintf(stderr, "freopen %s printf %d fclose %d\n", f == stdout ? "same" : "other", p, c);
+		return 0;
+	}
+	if (!strcmp(what, "gone") && path) {
+		FILE *rep = fopen(path, "w");
+		char line[100];
+		uint64_t be;
+
+		if (!rep || read_head(stdin, false, &be) != 0)
+			return 1;
+		usleep(200000); /* (the client's close, then its RST's way back) */
+		signal(SIGPIPE, SIG_IGN);
+		setvbuf(stdout, NULL, _IONBF, 0);
+		memset(line, 'x', sizeof(line));
+		for (int i = 0; i < 4; i++) {
+			size_t w;
+
+			errno = 0;
+			w = fwrite(line, 1, sizeof(line), stdout);
+			fprintf(rep, "fwrite %zu %s\n", w, ferror(stdout) ? strerror(errno) : "");
+			clearerr(stdout);
+			usleep(50000);
+		}
+		return fclose(rep) != 0;
+	}
+	if (!strcmp(what, "thread")) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, read_stdin, NULL))
+			return 1;
+		usleep(100000); /* (the reader is in its read by now) */
+		printf("bye\n");
+		exit(0);
+	}
+	return 2;
 }
 
 int main(int argc, char **argv)
@@ -183,8 +283,13 @@ int main(int argc, char **argv)
 		setvbuf(stdin, NULL, _IONBF, 0); /* no read-ahead past the first exchange */
 		return serve_late(argv[2]);
 	}
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "glibc")) {
+		setvbuf(stdin, NULL, _IONBF, 0); /* no read-ahead past the first exchange */
+		return serve_glibc(argv[2], argc == 4 ? argv[3] : NULL);
+	}
 	if (argc == 4 && !strcmp(argv[1], "listen"))
 		return listen_and_serve(argv[2], atoi(argv[3]));
-	fprintf(stderr, "usage: sanstdio serve | sanstdio late exit|fclose | sanstdio listen PORTFILE CONNS\n");
+	fprintf(stderr, "usage: sanstdio serve | sanstdio late exit|fclose | sanstdio glibc CASE [PATH] | "
+			"sanstdio listen PORTFILE CONNS\n");
 	return 2;
 }
