@@ -79,11 +79,12 @@ __attribute__((no_sanitize_address)) SAN_EXPORT long syscall(long nr, ...)
  */
 static FILE *stream_number_ends(FILE *stream, int *flushed)
 {
-	int saved = errno, fd;
+	int saved, fd;
 
 	*flushed = 0;
 	if (unlikely(san_stdio_bridged(stream)))
 		stream = san_stdio_unbridge(stream, flushed);
+	saved = errno; /* (after the flush: a failed one's errno is fclose's) */
 	fd = stream ? fileno_unlocked(stream) : -1;
 	errno = saved;
 	if (fd >= 0) {

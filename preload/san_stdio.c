@@ -33,6 +33,8 @@
 
 /* glibc's flag for an unbuffered stream (libio.h; the FILE layout is ABI): no getter names it */
 #define SAN_IO_UNBUFFERED 0x0002
+#define SAN_IO_NO_READS 0x0004
+#define SAN_IO_NO_WRITES 0x0008
 
 /*
  * One standard stream: the number, glibc's own stream (given back at fclose or freopen), ours
@@ -154,6 +156,14 @@ FILE *san_stdio_unbridge(FILE *fp, int *flushed)
 	}
 	pthread_mutex_unlock(&slots_lock);
 	fp->_fileno = -1; /* (fileno: EBADF; our fclose wrapper then leaves the number alone) */
+	/*
+	 * As glibc's closed stream: a write or read through a pointer the program kept fails at
+	 * once with EBADF (libio's overflow and underflow check these flags), not into the buffer
+	 * with the error only at a flush; and nothing read ahead is handed out any more.
+	 */
+	fp->_flags |= SAN_IO_NO_READS | SAN_IO_NO_WRITES;
+	fp->_IO_read_ptr = fp->_IO_read_end;
+	fp->_IO_write_end = fp->_IO_write_ptr = fp->_IO_write_base;
 	funlockfile(fp);
 	return glibc;
 }
