@@ -35,6 +35,7 @@
 #define SAN_IO_UNBUFFERED 0x0002
 #define SAN_IO_NO_READS 0x0004
 #define SAN_IO_NO_WRITES 0x0008
+#define SAN_IO_IN_BACKUP 0x0100
 
 /*
  * One standard stream: the number, glibc's own stream (given back at fclose or freopen), ours
@@ -213,6 +214,43 @@ static void bridge_buffering(FILE *fp, FILE *glibc, int fd)
 	(void)setvbuf(fp, buf, __flbf(glibc) ? _IOLBF : _IOFBF, buf ? size : 0);
 }
 
+/*
+ * What a constructor that ran before ours left in glibc's stream moves into ours, where glibc
+ * would have kept it: bytes written go out at the moment glibc's would (a flush here made them
+ * early, and behind the wrappers: the switch then saw the connection used where it could not
+ * look, and kept it on TCP); bytes read ahead are the program's next ones (they were lost). A
+ * wide or pushed-back state, or read-ahead our buffer cannot hold: glibc's stream is kept for
+ * that number (false) but for writes, flushed as before.
+ */
+static bool bridge_take_buffered(FILE *fp, FILE *glibc, int fd)
+{
+	size_t n;
+
+	if (!fd) {
+		n = (size_t)(glibc->_IO_read_end - glibc->_IO_read_ptr);
+		if (glibc->_IO_read_ptr == NULL || !n)
+			return !(glibc->_flags & SAN_IO_IN_BACKUP);
+		if ((glibc->_flags & SAN_IO_IN_BACKUP) || glibc->_mode > 0 || !fp->_IO_buf_base ||
+		    n > (size_t)(fp->_IO_buf_end - fp->_IO_buf_base))
+			return false;
+		memcpy(fp->_IO_buf_base, glibc->_IO_read_ptr, n);
+		fp->_IO_read_base = fp->_IO_read_ptr = fp->_IO_buf_base;
+		fp->_IO_read_end = fp->_IO_buf_base + n;
+		glibc->_IO_read_ptr = glibc->_IO_read_end;
+		return true;
+	}
+	n = (size_t)(glibc->_IO_write_ptr - glibc->_IO_write_base);
+	if (glibc->_IO_write_ptr == NULL || !n)
+		return true;
+	if (glibc->_mode > 0) {
+		(void)fflush(glibc);
+		return true;
+	}
+	(void)fwrite_unlocked(glibc->_IO_write_base, 1, n, fp);
+	glibc->_IO_write_ptr = glibc->_IO_write_base;
+	return true;
+}
+
 void san_stdio_bridge(void)
 {
 	static const cookie_io_functions_t io = {
@@ -231,9 +269,6 @@ void san_stdio_bridge(void)
 
 		if (!san_managed(fd))
 			continue;
-		/* (a constructor's bytes, before any switch, go out first, as glibc's) */
-		if (fd)
-			(void)fflush(*std[fd]);
 		if (!(fp = fopencookie(&slots[fd], fd ? "w" : "r", io))) {
 			/* (at load, only out of memory) as before the bridge: stdio before the switch
 			 * keeps the connection on TCP, stdio after it does not reach the peer */
@@ -243,6 +278,12 @@ void san_stdio_bridge(void)
 		}
 		fp->_fileno = fd; /* fileno(); the cookie's calls never use it */
 		bridge_buffering(fp, *std[fd], fd);
+		if (!bridge_take_buffered(fp, *std[fd], fd)) {
+			/* (left unused, not fclose()d: our wrapper would end the number) */
+			fp->_fileno = -1;
+			san_warn("fd %d: no stdio bridge (stdin read ahead before us): glibc's own", fd);
+			continue;
+		}
 		slots[fd].fd = fd;
 		slots[fd].glibc = *std[fd];
 		__atomic_store_n(&slots[fd].ours, fp, __ATOMIC_RELEASE);
