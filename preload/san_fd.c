@@ -77,13 +77,13 @@ __attribute__((no_sanitize_address)) SAN_EXPORT long syscall(long nr, ...)
  * that errno is not the caller's. A bridged standard stream (san_stdio.c) is flushed through
  * the wrappers and glibc's own stream given back first: the call acts on that one.
  */
-static FILE *stream_number_ends(FILE *stream, int *flushed)
+static FILE *stream_number_ends(FILE *stream, int *flushed, bool reopen)
 {
 	int saved, fd;
 
 	*flushed = 0;
 	if (unlikely(san_stdio_bridged(stream)))
-		stream = san_stdio_unbridge(stream, flushed);
+		stream = san_stdio_unbridge(stream, flushed, reopen);
 	saved = errno; /* (after the flush: a failed one's errno is fclose's) */
 	fd = stream ? fileno_unlocked(stream) : -1;
 	errno = saved;
@@ -100,7 +100,7 @@ SAN_EXPORT int fclose(FILE *stream)
 {
 	int flushed, r;
 
-	stream = stream_number_ends(stream, &flushed);
+	stream = stream_number_ends(stream, &flushed, false);
 	r = SAN_REAL(fclose)(stream);
 	return flushed ? EOF : r;
 }
@@ -113,7 +113,7 @@ SAN_EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)
 {
 	int flushed;
 
-	return SAN_REAL(freopen)(path, mode, stream_number_ends(stream, &flushed));
+	return SAN_REAL(freopen)(path, mode, stream_number_ends(stream, &flushed, true));
 }
 
 SAN_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
@@ -121,7 +121,7 @@ SAN_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
 	__typeof__(san_real.freopen64) fn = SAN_REAL(freopen64);
 	int flushed;
 
-	stream = stream_number_ends(stream, &flushed);
+	stream = stream_number_ends(stream, &flushed, true);
 	return fn ? fn(path, mode, stream) : SAN_REAL(freopen)(path, mode, stream);
 }
 

@@ -269,7 +269,7 @@ void san_track_nonblock(int fd, bool on);
 /* The stdio bridge (san_stdio.c): stdin/stdout/stderr of an adopted connection, at load. */
 void san_stdio_bridge(void);
 bool san_stdio_bridged(FILE *fp);
-FILE *san_stdio_unbridge(FILE *fp, int *flushed);
+FILE *san_stdio_unbridge(FILE *fp, int *flushed, bool reopen);
 
 #pragma GCC visibility pop
 

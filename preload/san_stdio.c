@@ -46,9 +46,11 @@ struct bridge {
 	int fd;
 	FILE *glibc;
 	FILE *ours;
+	bool forward; /* freopen()ed: ours, kept by the program, moves through glibc's (unbuffered) */
 };
 
-static struct bridge slots[3] = { { -1, NULL, NULL }, { -1, NULL, NULL }, { -1, NULL, NULL } };
+static struct bridge slots[3] = { { -1, NULL, NULL, false }, { -1, NULL, NULL, false },
+				  { -1, NULL, NULL, false } };
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int bridge_fd(void *cookie)
@@ -56,10 +58,24 @@ static int bridge_fd(void *cookie)
 	return __atomic_load_n(&((struct bridge *)cookie)->fd, __ATOMIC_ACQUIRE);
 }
 
+/*
+ * After freopen(), a pointer the program kept to ours is, for glibc, the same FILE as stdin or
+ * stdout, now on the new file: our stream, unbuffered from then on, moves its bytes through
+ * glibc's (std::cout of a GCC 12 program holds ours: its lines go to the file, as glibc's).
+ */
+static ssize_t forward_read(struct bridge *b, char *buf, size_t len)
+{
+	size_t n = fread(buf, 1, len, b->glibc);
+
+	return n == 0 && ferror(b->glibc) ? -1 : (ssize_t)n;
+}
+
 static ssize_t bridge_read(void *cookie, char *buf, size_t len)
 {
 	int fd = bridge_fd(cookie);
 
+	if (fd < 0 && __atomic_load_n(&((struct bridge *)cookie)->forward, __ATOMIC_ACQUIRE))
+		return forward_read(cookie, buf, len);
 	if (fd < 0) {
 		errno = EBADF;
 		return -1;
@@ -78,6 +94,8 @@ static ssize_t bridge_write(void *cookie, const char *buf, size_t len)
 	int fd = bridge_fd(cookie);
 	size_t done = 0;
 
+	if (fd < 0 && __atomic_load_n(&((struct bridge *)cookie)->forward, __ATOMIC_ACQUIRE))
+		return (ssize_t)fwrite(buf, 1, len, ((struct bridge *)cookie)->glibc);
 	if (fd < 0) {
 		errno = EBADF;
 		return 0;
@@ -132,11 +150,12 @@ bool san_stdio_bridged(FILE *fp)
  * fclose() or freopen() of one of our streams: flush it (its bytes go out through the wrappers,
  * before the number changes), give the program glibc's own stream back (stdin, stdout or stderr
  * pointed at ours: now at glibc's, on the same number), and return glibc's, on which the caller
- * does what the program asked. Ours stays allocated and moves nothing from now on. A stream of
+ * does what the program asked. Ours stays allocated and moves nothing from now on (reopen: for
+ * freopen(), it moves its bytes through glibc's, whose FILE a kept pointer means). A stream of
  * ours closed before (the program kept its pointer): glibc's, already given back; ours moves
  * nothing. *flushed: the flush's result (0, or EOF).
  */
-FILE *san_stdio_unbridge(FILE *fp, int *flushed)
+FILE *san_stdio_unbridge(FILE *fp, int *flushed, bool reopen)
 {
 	FILE **const std[3] = { &stdin, &stdout, &stderr };
 	struct bridge *b = slot_of(fp);
@@ -148,14 +167,22 @@ FILE *san_stdio_unbridge(FILE *fp, int *flushed)
 	flockfile(fp);
 	if (__atomic_load_n(&b->fd, __ATOMIC_ACQUIRE) >= 0)
 		*flushed = fflush_unlocked(fp);
+	/* (unbuffered while its number is still valid: the sync of a read-ahead seeks) */
+	if (reopen && __atomic_load_n(&b->fd, __ATOMIC_ACQUIRE) >= 0)
+		(void)setvbuf(fp, NULL, _IONBF, 0);
 	pthread_mutex_lock(&slots_lock);
 	glibc = b->glibc;
 	if (b->fd >= 0) {
+		__atomic_store_n(&b->forward, reopen, __ATOMIC_RELEASE);
 		__atomic_store_n(&b->fd, -1, __ATOMIC_RELEASE);
 		if (*std[b - slots] == fp)
 			*std[b - slots] = glibc;
 	}
 	pthread_mutex_unlock(&slots_lock);
+	if (__atomic_load_n(&b->forward, __ATOMIC_ACQUIRE)) {
+		funlockfile(fp);
+		return glibc;
+	}
 	fp->_fileno = -1; /* (fileno: EBADF; our fclose wrapper then leaves the number alone) */
 	/*
 	 * As glibc's closed stream: a write or read through a pointer the program kept fails at
