@@ -217,8 +217,8 @@ static void bridge_exit_flush(void)
 /*
  * Buffering as glibc's stream has it now (a constructor may have set it: stdbuf(1)'s libstdbuf
  * runs before ours) or would take at its first use: unbuffered (stderr), line, or full with a
- * buffer of the socket's st_blksize when that is below BUFSIZ (4096 on Linux), where a
- * fopencookie() stream would take BUFSIZ and a program that writes without fflush would send at
+ * buffer of the socket's st_blksize when that is below BUFSIZ (8192; a socket's is 4096), where
+ * a fopencookie() stream would take BUFSIZ and a program that writes without fflush would send at
  * other moments (GNU sed, tr: 8192 bytes, not 4096). The buffer is ours, and lives as long as
  * the process (one per stream).
  */

@@ -13,6 +13,13 @@
 #            stdin's lock for ever)
 #   gone     fwrite() on unbuffered stdout once the client has closed: 100, then 0 with EPIPE
 #            (the bridge's write answered -1 to libio, which took it for all of it written)
+#   kept     pointers to stdout and stdin taken before their fclose: fprintf and getc through
+#            them fail with EBADF (glibc's: the same closed FILE; through the bridged stream they
+#            wrote into its buffer, and handed out what it had read ahead)
+#   keptreopen  a pointer to stdout taken before freopen(PATH, "w", stdout) (std::cout's):
+#            its line goes to the file (it was lost)
+#   errno    our side shut, printf, fclose(stdout): -1 with EPIPE, said in PATH (the errno
+#            was lost)
 # STDIO_CASES="big thread" runs only those.
 # timeout: 120
 # shellcheck source=tests/e2e/lib.sh
@@ -27,7 +34,7 @@ mkdir -p "$TMP/logs"
 
 run() { # MODE CASE
 	local name=$1.$2 rc=0 arg=() n
-	[ "$2" = freopen ] || [ "$2" = gone ] && arg=("$TMP/$name.file")
+	case $2 in freopen | gone | keptreopen | errno) arg=("$TMP/$name.file") ;; esac
 	SANSWITCH_LOG_FILE="$TMP/logs/$name.srv.%p" start_listener "socat.$name" "$1" 4 \
 		socat "TCP-LISTEN:{PORT},bind=127.0.0.1,reuseaddr" "EXEC:$SANSTDIO glibc $2 ${arg[*]},nofork,stderr"
 	SANSWITCH_LOG_FILE="$TMP/logs/$name.cli.%p" as_t "$1" 60 "$PY" - "$SERVER_PORT" "$2" \
@@ -77,13 +84,19 @@ except OSError as e:
     end = os.strerror(e.errno)
 print("then %r, then %s" % (bytes(rest).replace(b"x" * 904, b"x*904"), end))
 EOF
-	if [ "$2" = gone ]; then # (its answers come after the client's end)
-		for _ in $(seq 50); do [ "$(grep -c fwrite "$TMP/$name.file" 2>/dev/null)" -ge 4 ] && break; sleep 0.1; done
+	if [ "$2" = gone ] || [ "$2" = errno ]; then # (its answers may come after the client's end)
+		for _ in $(seq 50); do [ "$(grep -c 'fwrite\|fclose' "$TMP/$name.file" 2>/dev/null)" -ge "$([ "$2" = gone ] && echo 4 || echo 1)" ] && break; sleep 0.1; done
 	fi
 	stop "$SERVER_PID"
 	no_preload_errors "$TMP/cli.$name.err"
 	[ "$rc" -eq 0 ] || { show "$TMP/cli.$name.out" "$TMP/cli.$name.err" "$TMP/socat.$name.err"; fail "$name: client exit $rc"; }
 	[ "${#arg[@]}" -eq 0 ] || echo "file: $(cat "$TMP/$name.file" 2>/dev/null)" >>"$TMP/cli.$name.out"
+	# the oracle ran the case (a program that did nothing would match itself preloaded)
+	[ "$2" != errno ] || grep -q "^file: errno: fclose" "$TMP/cli.$name.out" ||
+		{ show "$TMP/cli.$name.out" "$TMP/socat.$name.err"; fail "$name: the program said nothing"; }
+	case $2 in big | gone | errno) ;; *) grep -q "then b'[^']" "$TMP/cli.$name.out" ||
+		{ show "$TMP/cli.$name.out" "$TMP/socat.$name.err"; fail "$name: the program said nothing"; } ;;
+	esac
 	[ "$1" = pre ] || return 0
 	cmp -s "$TMP/cli.none.$2.out" "$TMP/cli.$name.out" || {
 		show "$TMP/cli.none.$2.out" "$TMP/cli.$name.out" "$TMP/socat.$name.err"
@@ -93,7 +106,7 @@ EOF
 	[ "$n" -eq 1 ] || { cat "$TMP/logs/$name.cli."*; fail "$2: the client did not switch"; }
 }
 
-for c in ${STDIO_CASES:-big closed freopen thread gone}; do
+for c in ${STDIO_CASES:-big closed freopen thread gone kept keptreopen errno}; do
 	run none $c
 	run pre $c
 	log "$c: as kernel TCP, switched: $(tr '\n' ' ' <"$TMP/cli.pre.$c.out")"

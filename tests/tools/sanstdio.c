@@ -11,7 +11,9 @@
  *   sanstdio late exit|fclose          serve stdin/stdout: the first exchange with read(2) and
  *                                      write(2), the rest through stdio (see serve_late)
  *   sanstdio glibc big|closed|thread   serve stdin/stdout: four exchanges as late's, then one
- *   sanstdio glibc freopen|gone PATH   glibc behaviour the bridge must keep (see serve_glibc)
+ *   sanstdio glibc kept                (pointers taken before fclose)
+ *   sanstdio glibc freopen|gone|keptreopen|errno PATH   glibc behaviour the bridge must keep
+ *                                      (see serve_glibc)
  *   sanstdio listen PORTFILE CONNS     listen on 127.0.0.1, write the port to PORTFILE, serve
  *                                      CONNS connections in turn through fdopen()
  *
@@ -259,6 +261,53 @@ static int serve_glibc(const char *what, const char *path)
 			clearerr(stdout);
 			usleep(50000);
 		}
+		return fclose(rep) != 0;
+	}
+	if (!strcmp(what, "kept")) {
+		/*
+		 * pointers taken before fclose (glibc's: the same closed FILE; EOF and EBADF). glibc
+		 * never frees its standard streams; the compiler, which cannot know that, would warn.
+		 */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuse-after-free"
+		FILE *o = stdout, *i = stdin;
+		int c1 = fclose(stdout), p, pe, c2 = fclose(stdin), g, ge;
+
+		errno = 0;
+		p = fprintf(o, "after fclose\n");
+		pe = errno;
+		errno = 0;
+		g = getc(i);
+		ge = errno;
+		fprintf(stderr, "kept: fclose %d fprintf %d %s fclose(stdin) %d getc %d %s\n", c1, p,
+			pe == EBADF ? "EBADF" : "?", c2, g, ge == EBADF ? "EBADF" : "?");
+#pragma GCC diagnostic pop
+		return 0;
+	}
+	if (!strcmp(what, "keptreopen") && path) {
+		/* a pointer taken before freopen (std::cout's): glibc's is the same FILE, now the file */
+		FILE *o = stdout, *f = freopen(path, "w", stdout);
+		int p = fprintf(o, "kept pointer to the file\n"), fl = fflush(o);
+
+		fprintf(stderr, "keptreopen: freopen %s fprintf %d fflush %d\n", f ? "ok" : "failed", p, fl);
+		return fclose(stdout) != 0;
+	}
+	if (!strcmp(what, "errno") && path) {
+		/* a failed flush in fclose: its errno is fclose's (EPIPE once our side is shut; the
+		 * answer to PATH: stderr is the same socket) */
+		FILE *rep = fopen(path, "w");
+		int c, e;
+
+		if (!rep)
+			return 1;
+		signal(SIGPIPE, SIG_IGN);
+		if (shutdown(1, SHUT_WR))
+			return 1;
+		printf("never sent\n");
+		errno = 0;
+		c = fclose(stdout);
+		e = errno;
+		fprintf(rep, "errno: fclose %d %s\n", c, strerror(e));
 		return fclose(rep) != 0;
 	}
 	if (!strcmp(what, "thread")) {
