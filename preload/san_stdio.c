@@ -47,10 +47,11 @@ struct bridge {
 	FILE *glibc;
 	FILE *ours;
 	bool forward; /* freopen()ed: ours, kept by the program, moves through glibc's (unbuffered) */
+	bool exit_skip;	      /* the exit's flush found another thread in it (bridge_exit_flush) */
+	pthread_t exit_thread; /* ... the thread that exits */
 };
 
-static struct bridge slots[3] = { { -1, NULL, NULL, false }, { -1, NULL, NULL, false },
-				  { -1, NULL, NULL, false } };
+static struct bridge slots[3] = { { .fd = -1 }, { .fd = -1 }, { .fd = -1 } };
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int bridge_fd(void *cookie)
@@ -99,6 +100,11 @@ static ssize_t bridge_write(void *cookie, const char *buf, size_t len)
 	if (fd < 0) {
 		errno = EBADF;
 		return 0;
+	}
+	if (__atomic_load_n(&((struct bridge *)cookie)->exit_skip, __ATOMIC_ACQUIRE) &&
+	    pthread_equal(pthread_self(), ((struct bridge *)cookie)->exit_thread)) {
+		errno = EBADF;
+		return 0; /* (see bridge_exit_flush) */
 	}
 	while (done < len) {
 		ssize_t w = write(fd, buf + done, len - done);
@@ -204,11 +210,22 @@ static void bridge_exit_flush(void)
 
 		/*
 		 * A stream another thread holds (blocked in a write the peer does not read, or in
-		 * a read) is skipped: waiting would hang the exit, and glibc flushes it after us,
-		 * unlocked, as it does every stream.
+		 * a read) is skipped: waiting would hang the exit.
 		 */
-		if (!fp || bridge_fd(&slots[i]) < 0 || ftrylockfile(fp))
+		if (!fp || bridge_fd(&slots[i]) < 0)
 			continue;
+		if (ftrylockfile(fp)) {
+			/*
+			 * glibc's flush after us would write that thread's buffer while the thread
+			 * writes it too (ours may wait for ring space meanwhile, where the kernel's
+			 * took it at once): the peer got a piece twice (4 runs in 7). The exiting
+			 * thread writes nothing more there: the peer gets a prefix, as the process's
+			 * end cuts the other thread's write.
+			 */
+			slots[i].exit_thread = pthread_self();
+			__atomic_store_n(&slots[i].exit_skip, true, __ATOMIC_RELEASE);
+			continue;
+		}
 		(void)fflush_unlocked(fp);
 		funlockfile(fp);
 	}

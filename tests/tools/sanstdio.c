@@ -11,7 +11,7 @@
  *   sanstdio late exit|fclose          serve stdin/stdout: the first exchange with read(2) and
  *                                      write(2), the rest through stdio (see serve_late)
  *   sanstdio glibc big|closed|thread   serve stdin/stdout: four exchanges as late's, then one
- *   sanstdio glibc kept                (pointers taken before fclose)
+ *   sanstdio glibc kept|writer         (pointers taken before fclose; a writer thread at exit)
  *   sanstdio glibc freopen|gone|keptreopen|errno PATH   glibc behaviour the bridge must keep
  *                                      (see serve_glibc)
  *   sanstdio listen PORTFILE CONNS     listen on 127.0.0.1, write the port to PORTFILE, serve
@@ -190,6 +190,14 @@ static int serve_late(const char *end)
 	return 0;
 }
 
+/* A writer of numbered lines through stdout, for as long as the process lives. */
+static void *write_lines(void *arg)
+{
+	for (unsigned long i = 0;; i++)
+		if (printf("line %09lu\n", i) < 0)
+			return arg;
+}
+
 /* A reader that blocks in fgets(stdin), holding the stream's lock, while the program exits. */
 static void *read_stdin(void *arg)
 {
@@ -309,6 +317,20 @@ static int serve_glibc(const char *what, const char *path)
 		e = errno;
 		fprintf(rep, "errno: fclose %d %s\n", c, strerror(e));
 		return fclose(rep) != 0;
+	}
+	if (!strcmp(what, "writer")) {
+		/*
+		 * a thread writes lines through stdout (the client does not read yet: the thread
+		 * waits, in its write, holding the stream) while the program exits: the peer must
+		 * get a clean prefix of the lines, never a piece twice (glibc's flush at exit
+		 * wrote the buffer the thread was writing)
+		 */
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, write_lines, NULL))
+			return 1;
+		usleep(300000);
+		exit(0);
 	}
 	if (!strcmp(what, "thread")) {
 		pthread_t t;
