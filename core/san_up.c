@@ -963,14 +963,6 @@ void san_up_unlisten(int lfd)
 }
 
 /*
- * ---- A connection's own name ----------------------------------------------------------------
- * A process that holds an accepted connection but does not serve its listener's name (a worker
- * that accepts on a listener its parent made, a SO_REUSEPORT listener whose name another
- * process has) binds a name for that connection alone, in its first data call on it, so that
- * the connector's PROPOSE reaches the process that owns the connection (docs/protocol.md,
- * "Names"). It lives until B's window closes or the connection is freed.
- */
-/*
  * A connection's name found in use is tried again at the data calls of the next this many ns,
  * at most once per SAN_NAME_RETRY_NS (a try costs a call a few system calls: a program that
  * reads a byte per call, as bash's read does, must not pay them at each).
@@ -978,6 +970,14 @@ void san_up_unlisten(int lfd)
 #define SAN_NAME_RETRY_FOR_NS (200u * 1000u * 1000u)
 #define SAN_NAME_RETRY_NS (1000u * 1000u)
 
+/*
+ * ---- A connection's own name ----------------------------------------------------------------
+ * A process that holds an accepted connection but does not serve its listener's name (a worker
+ * that accepts on a listener its parent made, a SO_REUSEPORT listener whose name another
+ * process has) binds a name for that connection alone, in its first data call on it, so that
+ * the connector's PROPOSE reaches the process that owns the connection (docs/protocol.md,
+ * "Names"). It lives until B's window closes or the connection is freed.
+ */
 struct conn_name {
 	ev_io w;
 	ev_timer t;
@@ -1032,11 +1032,9 @@ void san_up_name_conn(struct san_sock *s)
 	uint64_t netns, now = san_sock_now_ns();
 	int fd, r;
 
+	if (s->proc->name_retry_ns && now < s->proc->name_retry_ns)
+		return; /* (in use a moment ago: a later call tries) */
 	s->proc->name_decided = true;
-	if (s->proc->name_retry_ns && now < s->proc->name_retry_ns) {
-		s->proc->name_decided = false; /* (not yet: a later call tries) */
-		return;
-	}
 	r = san_sock_tuple(s) ? san_sidechan_netns(&netns) : -ENOTCONN;
 	if (!r)
 		r = san_sidechan_name_conn(&n, netns, &s->tuple.local, &s->tuple.peer);
