@@ -2,6 +2,7 @@
 #ifndef SAN_SIG_H
 #define SAN_SIG_H
 
+#include <signal.h>
 #include <stdbool.h>
 
 /*
@@ -20,17 +21,59 @@
 bool san_sig_restarts(bool has_timeout);
 
 /*
+ * The application's handlers run through a trampoline of ours: the preload's sigaction() and
+ * signal() install it in the kernel in their place (san_sig_sigaction) and it calls them as
+ * the kernel would have, with the same arguments. It counts, per thread, each run, and each
+ * run of a handler installed without SA_RESTART. So a call of ours learns that a handler ran
+ * on its thread even while it was not asleep in a system call (the verbs upgrade computes for
+ * hundreds of ms under emulation: registrations, the QP) or slept on a condition, and which
+ * kind it was: the kernel restarts a call for a handler with SA_RESTART and ends it for one
+ * without, and so do we, in a process that installs both kinds too. A handler installed
+ * another way (the raw rt_sigaction system call, as Go's runtime does) is not counted: a sleep
+ * it cuts short falls back on san_sig_restarts.
+ */
+struct san_sig_mark {
+	unsigned long runs;	  /* the application's handlers run on this thread */
+	unsigned long no_restart; /* those of them installed without SA_RESTART */
+};
+
+/* What this thread's handlers have run so far, to compare with after a sleep. */
+void san_sig_mark(struct san_sig_mark *m);
+
+/*
+ * A sleep that began at @m was cut short by a signal handler (poll: EINTR). True when the call
+ * sleeps again: every handler counted since @m asks for restart and the socket has no timeout;
+ * none counted (a handler not installed through us), san_sig_restarts.
+ */
+bool san_sig_restarts_since(const struct san_sig_mark *m, bool has_timeout);
+
+/*
+ * sigaction(2) for the preload's wrappers, through @real (libc's): a handler in @act is
+ * installed as the trampoline, with @act's mask and flags (and SA_SIGINFO, which the trampoline
+ * needs to pass a SA_SIGINFO handler its arguments); @old reads as if none of this were there:
+ * the application's handler and flags. SIG_DFL, SIG_IGN and the trampoline itself (an action
+ * read with the raw system call, put back) are installed as they are. Async-signal-safe, as
+ * sigaction is: no lock, only atomics.
+ */
+int san_sig_sigaction(int sig, const struct sigaction *act, struct sigaction *old,
+		      int (*real)(int, const struct sigaction *, struct sigaction *));
+
+/* The handler the application installed for @sig, when @fn (read from the kernel) is ours. */
+void *san_sig_app_handler(int sig, void *fn);
+
+/*
  * A's upgrade runs inside the application's first data call (a blocking receive, say) and may
- * sleep there: for its peer's answer on the side channel (shm), for rdma_cm, the QP and B's
- * SWITCH (verbs: hundreds of ms under emulation). The kernel's call would have been asleep
- * waiting for data all that time, and a signal handler would have ended it. So a handler that
- * runs during the upgrade is noted, per thread, and the call's first sleep after it (or the
- * call itself, when it falls back to the kernel's) ends as that sleep would have.
+ * take long there: it sleeps for its peer's answer on the side channel (shm), for rdma_cm and
+ * B's SWITCH, and computes (verbs: registrations, the QP; hundreds of ms under emulation). The
+ * kernel's call would have been asleep waiting for data all that time, and a signal handler
+ * would have ended it. So a handler that runs during the upgrade is noted, per thread, and the
+ * call's first sleep after it (or the call itself, when it falls back to the kernel's) ends as
+ * that sleep would have.
  *
- * A sleep of the upgrade that a handler cut short (poll: EINTR) calls san_sig_note_eintr and
- * sleeps on: the upgrade cannot stop half-way, but the handler runs at once, as the kernel's
- * would. Not seen: a handler that ran while the upgrade waited on a condition (verbs: B's
- * SWITCH, one round trip after the commit), which no signal interrupts.
+ * The handlers counted by the trampoline (san_sig_mark) are noted wherever the upgrade was;
+ * a sleep of the upgrade that a handler not installed through us cut short (poll: EINTR)
+ * calls san_sig_note_eintr. Either way the upgrade goes on (it cannot stop half-way) and the
+ * handler has run at once, as the kernel's would.
  */
 void san_sig_note_eintr(void);
 
@@ -39,7 +82,8 @@ void san_sig_forget(void);
 
 /*
  * Take what was noted since the upgrade began (only a call that ran one asks): 0, no handler
- * ran; 1, the call sleeps again (restart, san_sig_restarts); -EINTR, it ends as interrupted.
+ * ran; 1, the call sleeps again (restart: san_sig_restarts_since); -EINTR, it ends as
+ * interrupted.
  */
 int san_sig_take_noted(bool has_timeout);
 

@@ -2389,10 +2389,12 @@ static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms, bool af
 	bool peer = s->committed && s->tcp >= 0 && s->tcp != fd;
 	struct pollfd p[2] = { { fd, ev, 0 },
 			       { peer ? s->tcp : -1, s->swapped ? POLLIN : POLLRDHUP, 0 } };
+	struct san_sig_mark sm;
 	int r;
 
 	if (after_upgrade && (r = san_sig_take_noted(timeout_ms >= 0)) != 0)
-		return r < 0 ? r : WAIT_RESTART; /* a handler ran while the upgrade slept */
+		return r < 0 ? r : WAIT_RESTART; /* a handler ran during the upgrade */
+	san_sig_mark(&sm);
 	r = san_sys_poll(p, peer ? 2 : 1, timeout_ms);
 
 	if (r > 0 && p[1].revents) {
@@ -2401,7 +2403,7 @@ static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms, bool af
 		pthread_mutex_unlock(&s->lock);
 	}
 	if (r == -EINTR)
-		return san_sig_restarts(timeout_ms >= 0) ? WAIT_RESTART : -EINTR;
+		return san_sig_restarts_since(&sm, timeout_ms >= 0) ? WAIT_RESTART : -EINTR;
 	return r > 0;
 }
 
@@ -2614,7 +2616,7 @@ static struct san_lite *lite_enter(int fd, uint32_t *gen)
  * waits must find no call inside (a receive after B's first send waits for A's next request,
  * before which A proposes; a send held by a full buffer waits for A to read, and A waits for the
  * answer). That is the candidate's discipline (docs/engine.md §3) without the sock.
- * SO_RCVTIMEO/SO_SNDTIMEO, a signal (restarted or EINTR: san_sig_restarts), MSG_WAITALL and a
+ * SO_RCVTIMEO/SO_SNDTIMEO, a signal (restarted or EINTR: san_sig_restarts_since), MSG_WAITALL and a
  * send's whole length as the kernel's call has them. False: the gate is gone and nothing was
  * moved (the sock's path does the call).
  */
@@ -2637,6 +2639,7 @@ static bool lite_wait_io(int fd, struct msghdr *m, int flags, bool send, bool wa
 		if (wait_next) {
 			struct pollfd p = { fd, send ? POLLOUT : POLLIN, 0 };
 			int w = tcp_timeo_left(fd, send ? SO_SNDTIMEO : SO_RCVTIMEO, &timeo, &tend);
+			struct san_sig_mark sm;
 
 			if (w == 0) {
 				if (done)
@@ -2645,10 +2648,11 @@ static bool lite_wait_io(int fd, struct msghdr *m, int flags, bool send, bool wa
 				return true;
 			}
 			wait_next = false;
+			san_sig_mark(&sm);
 			if (san_sys_poll(&p, 1, w) == -EINTR) {
 				if (done)
 					break;
-				if (san_sig_restarts(w >= 0))
+				if (san_sig_restarts_since(&sm, w >= 0))
 					continue;
 				*out = -EINTR;
 				return true;

@@ -104,8 +104,8 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 	  false)                                                                                   \
 	X(close, int, (int), true)                                                                 \
 	X(fclose, int, (FILE *), true)                                                             \
-	X(freopen, FILE *, (const char *, const char *, FILE *), true)                            \
-	X(freopen64, FILE *, (const char *, const char *, FILE *), false)                         \
+	X(freopen, FILE *, (const char *, const char *, FILE *), true)                             \
+	X(freopen64, FILE *, (const char *, const char *, FILE *), false)                          \
 	X(close_range, int, (unsigned int, unsigned int, int), false)                              \
 	X(closefrom, void, (int), false)                                                           \
 	X(dup, int, (int), true)                                                                   \
@@ -145,7 +145,12 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 	X(fexecve, int, (int, char *const[], char *const[]), false)                                \
 	X(_exit, void, (int), true)                                                                \
 	X(_Exit, void, (int), false)                                                               \
-	X(prctl, int, (int, ...), true)
+	X(prctl, int, (int, ...), true)                                                            \
+	X(sigaction, int, (int, const struct sigaction *, struct sigaction *), true)               \
+	X(signal, sighandler_t, (int, sighandler_t), true)                                         \
+	X(sysv_signal, sighandler_t, (int, sighandler_t), false)                                   \
+	X(__sysv_signal, sighandler_t, (int, sighandler_t), false)                                 \
+	X(sigset, sighandler_t, (int, sighandler_t), false)
 
 /*
  * The real functions. A NULL pointer means "not resolved yet" (or an

@@ -23,10 +23,9 @@
 # call that never returns ends sansig by its own alarm (10 s): "NO RESULT", a difference. The
 # parent connects (role A); ACC_CASES also run with the parent accepting (role B, sansig
 # --accept). Cases *_mixed (a SIGUSR1 handler with SA_RESTART, a SIGUSR2 handler without, only
-# SIGUSR1 sent): docs/engine.md §9 "Signals" says the library reads "restart" as "every installed
-# handler has SA_RESTART", so it may end such a call where the kernel restarts it: a documented
-# difference, shown ("DOC") and not failed when the switched line is the kernel's for the same
-# call without SA_RESTART (the case named without _mixed); any other line fails. close_linger*:
+# SIGUSR1 sent) must be the kernel's too: the library knows which handler ran (its trampoline,
+# docs/engine.md §9 "Signals"; before it, such a call ended where the kernel restarts it).
+# close_linger*:
 # documented there too (close with SO_LINGER {1, t} returns at once, handler 0x, ~0.0s): DOC
 # when the switched line is exactly that. sendfile_*_timeo: documented too (a switched sendfile
 # ends at its first SO_SNDTIMEO with what it moved, as send does; kernel 6.18's takes 3 timeouts
@@ -115,23 +114,15 @@ in_kernel() {
 took() { sed -n 's/^# took \([0-9]*\) ms$/\1 ms/p' "$TMP/$1.pre.out" "$TMP/$1.none.out" 2>/dev/null | head -n1; }
 
 NOTES=()
-declare -A KL # the first kernel line of each case and role
 for role in A B; do
 	for c in "${CASES[@]}"; do
 		[ "$role" = B ] && [[ " ${ACC_CASES[*]} " != *" $c "* ]] && continue
 		id=$c.$role
 		n=$((n + 1))
 		k=$(one "$id.k1" "$c" "$role" none) || exit 1
-		KL[$id]=$k
 		ks=("$k")
-		# *_mixed: the documented difference is the result of the same call without
-		# SA_RESTART (the case named without _mixed): allowed, shown, never anything else
 		doc= docpat=
-		if [[ $c == *_mixed ]]; then
-			nr=${c%_mixed}
-			doc=${KL[$nr.$role]:-}
-			[ -n "$doc" ] || doc=$(one "$nr.$role.k1" "$nr" "$role" none) || exit 1
-		elif [[ $c == sendfile_*_timeo ]]; then
+		if [[ $c == sendfile_*_timeo ]]; then
 			# docs/engine.md §9 "Signals": a switched sendfile() ends at its first
 			# timeout with what it moved, as send() does; a kernel's may start the
 			# timeout again for each piece of the file (6.18: 3 timeouts for 16 MiB,
