@@ -1,8 +1,10 @@
-/* preload — wrappers: process life (fork, the exec family, _exit, a seccomp sandbox). */
+/* preload — wrappers: process life (fork, daemon, the exec family, _exit, a seccomp sandbox). */
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 
 #include "preload/san_preload.h"
 
@@ -127,6 +129,49 @@ SAN_EXPORT pid_t fork(void)
 	san_core_fork_done(r);
 	errno = e;
 	return r;
+}
+
+/*
+ * daemon(), as glibc's does it (fork, the parent exits at once, setsid, chdir("/"), /dev/null
+ * onto 0, 1 and 2 when it is a character device, ENODEV otherwise), but through our own fork,
+ * _exit and dup2: glibc's makes those calls inside libc, and its dup2s over a switched
+ * connection on 0-2 (an inetd child's) were unseen, so the process's writes to 1 still went to
+ * the peer where glibc's went to /dev/null.
+ */
+SAN_EXPORT int daemon(int nochdir, int noclose)
+{
+	struct stat st;
+	pid_t pid = fork();
+	int fd, e = 0;
+
+	if (pid < 0)
+		return -1;
+	if (pid > 0)
+		_exit(0);
+	if (setsid() < 0)
+		return -1;
+	if (!nochdir)
+		(void)chdir("/");
+	if (noclose)
+		return 0;
+	fd = open("/dev/null", O_RDWR);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0)
+		e = errno;
+	else if (!S_ISCHR(st.st_mode) || st.st_rdev != makedev(1, 3))
+		e = ENODEV;
+	if (e) {
+		(void)close(fd);
+		errno = e;
+		return -1;
+	}
+	(void)dup2(fd, STDIN_FILENO);
+	(void)dup2(fd, STDOUT_FILENO);
+	(void)dup2(fd, STDERR_FILENO);
+	if (fd > STDERR_FILENO)
+		(void)close(fd);
+	return 0;
 }
 
 /*

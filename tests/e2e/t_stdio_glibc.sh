@@ -20,6 +20,9 @@
 #            its line goes to the file (it was lost)
 #   errno    our side shut, printf, fclose(stdout): -1 with EPIPE, said in PATH (the errno
 #            was lost)
+#   daemon   daemon(1, 0), then printf in the child, said in PATH: the line goes to /dev/null
+#            and the client sees the end (glibc's dup2s inside libc were unseen: the line went
+#            to the client)
 #   writer   a thread writes numbered lines through stdout, the client not reading yet, while
 #            the program exits: preloaded, the client gets them in order, none twice (glibc's
 #            flush at exit wrote the buffer the thread was writing: a piece came twice, 4 runs in
@@ -38,7 +41,7 @@ mkdir -p "$TMP/logs"
 
 run() { # MODE CASE
 	local name=$1.$2 rc=0 arg=() n
-	case $2 in freopen | gone | keptreopen | errno) arg=("$TMP/$name.file") ;; esac
+	case $2 in freopen | gone | keptreopen | errno | daemon) arg=("$TMP/$name.file") ;; esac
 	SANSWITCH_LOG_FILE="$TMP/logs/$name.srv.%p" start_listener "socat.$name" "$1" 4 \
 		socat "TCP-LISTEN:{PORT},bind=127.0.0.1,reuseaddr" "EXEC:$SANSTDIO glibc $2 ${arg[*]},nofork,stderr"
 	SANSWITCH_LOG_FILE="$TMP/logs/$name.cli.%p" as_t "$1" 60 "$PY" - "$SERVER_PORT" "$2" \
@@ -101,8 +104,8 @@ except OSError as e:
     end = os.strerror(e.errno)
 print("then %r, then %s" % (bytes(rest).replace(b"x" * 904, b"x*904"), end))
 EOF
-	if [ "$2" = gone ] || [ "$2" = errno ]; then # (its answers may come after the client's end)
-		for _ in $(seq 50); do [ "$(grep -c 'fwrite\|fclose' "$TMP/$name.file" 2>/dev/null)" -ge "$([ "$2" = gone ] && echo 4 || echo 1)" ] && break; sleep 0.1; done
+	if [ "$2" = gone ] || [ "$2" = errno ] || [ "$2" = daemon ]; then # (its answers may come after the client's end)
+		for _ in $(seq 50); do [ "$(grep -c 'fwrite\|fclose\|daemon:' "$TMP/$name.file" 2>/dev/null)" -ge "$([ "$2" = gone ] && echo 4 || echo 1)" ] && break; sleep 0.1; done
 	fi
 	stop "$SERVER_PID"
 	no_preload_errors "$TMP/cli.$name.err"
@@ -111,7 +114,9 @@ EOF
 	# the oracle ran the case (a program that did nothing would match itself preloaded)
 	[ "$2" != errno ] || grep -q "^file: errno: fclose" "$TMP/cli.$name.out" ||
 		{ show "$TMP/cli.$name.out" "$TMP/socat.$name.err"; fail "$name: the program said nothing"; }
-	case $2 in big | gone | errno | writer) ;; *) grep -q "then b'[^']" "$TMP/cli.$name.out" ||
+	[ "$2" != daemon ] || grep -q "^file: daemon: printf 13, 1 is a character device" "$TMP/cli.$name.out" ||
+		{ show "$TMP/cli.$name.out" "$TMP/socat.$name.err"; fail "$name: the program said nothing"; }
+	case $2 in big | gone | errno | writer | daemon) ;; *) grep -q "then b'[^']" "$TMP/cli.$name.out" ||
 		{ show "$TMP/cli.$name.out" "$TMP/socat.$name.err"; fail "$name: the program said nothing"; } ;;
 	esac
 	[ "$1" = pre ] || return 0
@@ -129,7 +134,7 @@ EOF
 	[ "$n" -eq 1 ] || { cat "$TMP/logs/$name.cli."*; fail "$2: the client did not switch"; }
 }
 
-for c in ${STDIO_CASES:-big closed freopen thread gone kept keptreopen errno writer}; do
+for c in ${STDIO_CASES:-big closed freopen thread gone kept keptreopen errno daemon writer}; do
 	run none $c
 	run pre $c
 	log "$c: as kernel TCP, switched: $(tr '\n' ' ' <"$TMP/cli.pre.$c.out")"

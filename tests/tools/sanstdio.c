@@ -12,7 +12,7 @@
  *                                      write(2), the rest through stdio (see serve_late)
  *   sanstdio glibc big|closed|thread   serve stdin/stdout: four exchanges as late's, then one
  *   sanstdio glibc kept|writer         (pointers taken before fclose; a writer thread at exit)
- *   sanstdio glibc freopen|gone|keptreopen|errno PATH   glibc behaviour the bridge must keep
+ *   sanstdio glibc freopen|gone|keptreopen|errno|daemon PATH   glibc behaviour the bridge must keep
  *                                      (see serve_glibc)
  *   sanstdio listen PORTFILE CONNS     listen on 127.0.0.1, write the port to PORTFILE, serve
  *                                      CONNS connections in turn through fdopen()
@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The 8-byte length: through stdio, or with read(2) on in's number (in then unbuffered). */
@@ -269,6 +270,26 @@ static int serve_glibc(const char *what, const char *path)
 			clearerr(stdout);
 			usleep(50000);
 		}
+		return fclose(rep) != 0;
+	}
+	if (!strcmp(what, "daemon") && path) {
+		/*
+		 * daemon(): its child's 0, 1 and 2 are /dev/null, so its output goes nowhere and
+		 * the connection ends with the parent's exit (glibc's dup2s were unseen: the
+		 * child's stdout still went to the peer)
+		 */
+		struct stat st;
+		FILE *rep;
+		int p;
+
+		if (daemon(1, 0) != 0)
+			return 1;
+		p = printf("after daemon\n");
+		fflush(stdout);
+		if (!(rep = fopen(path, "w")))
+			return 1;
+		fprintf(rep, "daemon: printf %d, 1 is %s\n", p,
+			!fstat(1, &st) && S_ISCHR(st.st_mode) ? "a character device" : "other");
 		return fclose(rep) != 0;
 	}
 	if (!strcmp(what, "kept")) {
