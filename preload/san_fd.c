@@ -87,11 +87,8 @@ static FILE *stream_number_ends(FILE *stream, int *flushed, bool reopen)
 	saved = errno; /* (after the flush: a failed one's errno is fclose's) */
 	fd = stream ? fileno_unlocked(stream) : -1;
 	errno = saved;
-	if (fd >= 0) {
-		if (unlikely(san_managed(fd)))
-			san_sock_on_close(fd);
-		san_track_close(fd);
-	}
+	if (fd >= 0)
+		san_closing(fd); /* (a listener's too: fdopen() of one is rare, its end the same) */
 	return stream;
 }
 
