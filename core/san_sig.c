@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/san_fdtable.h"
 #include "core/san_sys.h"
 
 /* The kernel's struct sigaction for rt_sigaction (x86-64 and the generic layout). */
@@ -30,89 +31,161 @@ static __thread bool noted;
 static __thread struct san_sig_mark upgrade_mark;
 
 /*
- * The application's handler for each signal, for the trampoline to call. Written before the
- * kernel's action points at the trampoline, so a signal the trampoline takes always finds one.
- * Read in signal handlers: atomics only. (Two threads installing handlers for the same signal
- * at once may each read the other's as their @old: the kernel's own order between them is
- * unknown to us too.)
+ * The application's handler for each signal, for the trampoline to call. Written, with the
+ * kernel's action, by one sigaction at a time per signal (lock_sig: a spinlock taken with every
+ * signal blocked, so that a handler that calls sigaction on the same thread cannot find it
+ * held); fn before the kernel's action points at the trampoline, so a signal the trampoline
+ * takes finds one. The trampoline reads fn alone, one word, without the lock.
  */
 struct app_action {
-	void *fn;  /* sa_handler or sa_sigaction */
-	int flags; /* the application's sa_flags (SA_SIGINFO: fn takes three arguments) */
+	void *fn;  /* sa_handler or sa_sigaction: what the trampoline calls */
+	int flags; /* the application's sa_flags, for what it reads back (SA_SIGINFO) */
+	bool ours; /* our last write to the kernel's action was the trampoline */
 };
 static struct app_action app[NSIG];
+static int app_lock[NSIG];
 
-static void trampoline(int sig, siginfo_t *si, void *uc)
+static void lock_sig(int sig, unsigned long *saved)
 {
-	void *fn;
-	int flags;
+	unsigned long all = ~0UL;
 
-	if (sig <= 0 || sig >= NSIG)
+	(void)SAN_SYS(SYS_rt_sigprocmask, (long)SIG_SETMASK, &all, saved, (long)sizeof(all));
+	while (__atomic_exchange_n(&app_lock[sig], 1, __ATOMIC_ACQUIRE))
+		(void)SAN_SYS(SYS_sched_yield); /* (another thread installs for this signal) */
+}
+
+static void unlock_sig(int sig, const unsigned long *saved)
+{
+	__atomic_store_n(&app_lock[sig], 0, __ATOMIC_RELEASE);
+	(void)SAN_SYS(SYS_rt_sigprocmask, (long)SIG_SETMASK, saved, NULL, (long)sizeof(*saved));
+}
+
+/*
+ * The handler is called with the three arguments the kernel passed, SA_SIGINFO or not: the
+ * kernel itself puts all three in registers for every handler on Linux's ABIs, so a one-argument
+ * handler sees what it would have seen, and no flag read alongside fn can be out of step with
+ * it. SA_RESTART is the kernel's flag at delivery (siginterrupt() changes it inside libc).
+ * @from: the signal whose handler this is, @sig the one delivered (the same, unless the
+ * program copied an action read with the raw system call to another signal: then, as without
+ * us, the copied handler runs for it).
+ */
+static void trampoline(int from, int sig, siginfo_t *si, void *uc)
+{
+	struct k_sigaction ka;
+	void *fn = __atomic_load_n(&app[from].fn, __ATOMIC_ACQUIRE);
+
+	if (!fn) {
+		/*
+		 * Cannot be (fn is written before the kernel's action is): as SIG_DFL, the
+		 * signal raised again is delivered so once this returns.
+		 */
+		struct k_sigaction dfl = { (void *)SIG_DFL, 0, NULL, 0 };
+
+		(void)SAN_SYS(SYS_rt_sigaction, (long)sig, &dfl, NULL, (long)sizeof(dfl.mask));
+		(void)SAN_SYS(SYS_tgkill, (long)SAN_SYS(SYS_getpid), (long)SAN_SYS(SYS_gettid),
+			      (long)sig);
 		return;
-	fn = __atomic_load_n(&app[sig].fn, __ATOMIC_ACQUIRE);
-	flags = __atomic_load_n(&app[sig].flags, __ATOMIC_ACQUIRE);
+	}
 	/* (plain increments: only this thread writes its counters; a nested handler adds its own)
 	 */
-	if (!fn)
-		return; /* (cannot be: written before the kernel's action) */
 	runs++;
-	if (!(flags & SA_RESTART))
+	if (SAN_SYS(SYS_rt_sigaction, (long)sig, NULL, &ka, (long)sizeof(ka.mask)) < 0 ||
+	    !(ka.flags & SA_RESTART))
 		no_restart++;
-	if (flags & SA_SIGINFO)
-		((void (*)(int, siginfo_t *, void *))fn)(sig, si, uc);
-	else
-		((void (*)(int))fn)(sig);
+	((void (*)(int, siginfo_t *, void *))fn)(sig, si, uc);
+}
+
+/* One entry per signal, so that the kernel's action names whose handler it calls. */
+#define SAN_SIG_TRAMP(n)                                             \
+	static void trampoline_##n(int sig, siginfo_t *si, void *uc) \
+	{                                                            \
+		trampoline(n, sig, si, uc);                          \
+	}
+/* clang-format off */
+#define SAN_SIGS(X)                                                                               \
+	X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16)    \
+	X(17) X(18) X(19) X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30)       \
+	X(31) X(32) X(33) X(34) X(35) X(36) X(37) X(38) X(39) X(40) X(41) X(42) X(43) X(44)       \
+	X(45) X(46) X(47) X(48) X(49) X(50) X(51) X(52) X(53) X(54) X(55) X(56) X(57) X(58)       \
+	X(59) X(60) X(61) X(62) X(63) X(64)
+/* clang-format on */
+SAN_SIGS(SAN_SIG_TRAMP)
+#define SAN_SIG_ENTRY(n) [n] = trampoline_##n,
+static void (*const entries[NSIG])(int, siginfo_t *, void *) = { SAN_SIGS(SAN_SIG_ENTRY) };
+_Static_assert(NSIG == 65, "one trampoline entry per signal, 1 to 64");
+
+/* The signal whose entry @fn is, or 0. */
+static int entry_of(const void *fn)
+{
+	for (int n = 1; n < NSIG; n++)
+		if ((const void *)entries[n] == fn)
+			return n;
+	return 0;
 }
 
 static bool is_handler(const void *fn)
 {
 	return fn != (void *)SIG_DFL && fn != (void *)SIG_IGN && fn != (void *)SIG_ERR &&
-	       fn != (void *)trampoline;
+	       !entry_of(fn);
+}
+
+static void *handler_of(const struct sigaction *sa)
+{
+	return (sa->sa_flags & SA_SIGINFO) ? (void *)sa->sa_sigaction : (void *)sa->sa_handler;
 }
 
 int san_sig_sigaction(int sig, const struct sigaction *act, struct sigaction *old,
 		      int (*real)(int, const struct sigaction *, struct sigaction *))
 {
-	struct app_action prev = { NULL, 0 };
+	struct app_action prev;
 	struct sigaction k;
-	bool ours = false;
-	int r;
+	unsigned long saved;
+	bool wrap;
+	int r, from;
 
-	if (sig > 0 && sig < NSIG) {
-		prev.fn = __atomic_load_n(&app[sig].fn, __ATOMIC_ACQUIRE);
-		prev.flags = __atomic_load_n(&app[sig].flags, __ATOMIC_ACQUIRE);
-	}
-	if (act && sig > 0 && sig < NSIG && sig != SIGKILL && sig != SIGSTOP &&
-	    is_handler((act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction
-						    : (void *)act->sa_handler)) {
+	if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP)
+		return real(sig, act, old); /* (the kernel's answer: EINVAL, or the action read) */
+	/*
+	 * A vfork() child shares our memory, not our actions: what it installs goes to the
+	 * kernel as it is, and the parent's record stays the parent's.
+	 */
+	wrap = act && is_handler(handler_of(act)) && san_fdtable_owned();
+	lock_sig(sig, &saved);
+	prev = app[sig];
+	if (wrap) {
 		k = *act;
-		__atomic_store_n(&app[sig].flags, act->sa_flags, __ATOMIC_RELEASE);
-		__atomic_store_n(&app[sig].fn,
-				 (act->sa_flags & SA_SIGINFO) ? (void *)act->sa_sigaction
-							      : (void *)act->sa_handler,
-				 __ATOMIC_RELEASE);
-		k.sa_sigaction = trampoline;
+		app[sig].flags = act->sa_flags;
+		__atomic_store_n(&app[sig].fn, handler_of(act), __ATOMIC_RELEASE);
+		k.sa_sigaction = entries[sig];
 		k.sa_flags |= SA_SIGINFO;
 		act = &k;
-		ours = true;
 	}
 	r = real(sig, act, old);
-	if (r == 0 && old && old->sa_sigaction == trampoline && prev.fn) {
+	if (r != 0 && wrap) {
+		/* refused (EINVAL for glibc's own signals): as it was */
+		app[sig].flags = prev.flags;
+		__atomic_store_n(&app[sig].fn, prev.fn, __ATOMIC_RELEASE);
+	} else if (r == 0 && act && san_fdtable_owned()) {
+		app[sig].ours = wrap || entry_of(handler_of(act));
+	}
+	if (r == 0 && old && (from = entry_of(handler_of(old))) && from != sig) {
+		/* an entry copied from another signal (read raw): that signal's handler */
+		prev.fn = __atomic_load_n(&app[from].fn, __ATOMIC_ACQUIRE);
+		prev.flags = app[from].flags;
+	}
+	if (r == 0 && old && entry_of(handler_of(old)) && prev.fn) {
 		/* the action replaced (or read) was the trampoline: the application's, as set */
 		old->sa_flags = (old->sa_flags & ~SA_SIGINFO) | (prev.flags & SA_SIGINFO);
 		if (prev.flags & SA_SIGINFO)
 			old->sa_sigaction = (void (*)(int, siginfo_t *, void *))prev.fn;
 		else
 			old->sa_handler = (void (*)(int))prev.fn;
-	}
-	else if (r == 0 && old && old->sa_handler == SIG_DFL && (old->sa_flags & SA_RESETHAND) &&
-		 (prev.flags & SA_RESETHAND) && !(prev.flags & SA_SIGINFO))
+	} else if (r == 0 && old && old->sa_handler == SIG_DFL && prev.ours &&
+		   (old->sa_flags & SA_RESETHAND) && (prev.flags & SA_RESETHAND) &&
+		   !(prev.flags & SA_SIGINFO)) {
 		old->sa_flags &= ~SA_SIGINFO; /* the kernel's reset of ours keeps our flags */
-	if (r != 0 && ours && sig > 0 && sig < NSIG) {
-		/* refused (EINVAL for glibc's own signals): as it was */
-		__atomic_store_n(&app[sig].fn, prev.fn, __ATOMIC_RELEASE);
-		__atomic_store_n(&app[sig].flags, prev.flags, __ATOMIC_RELEASE);
 	}
+	unlock_sig(sig, &saved);
 	return r;
 }
 
@@ -136,11 +209,11 @@ bool san_sig_restarts(bool has_timeout)
 	return true;
 }
 
-void *san_sig_app_handler(int sig, void *fn)
+void *san_sig_app_handler(void *fn)
 {
-	if (fn != (void *)trampoline || sig <= 0 || sig >= NSIG)
-		return fn;
-	return __atomic_load_n(&app[sig].fn, __ATOMIC_ACQUIRE);
+	int from = entry_of(fn);
+
+	return from ? __atomic_load_n(&app[from].fn, __ATOMIC_ACQUIRE) : fn;
 }
 
 void san_sig_mark(struct san_sig_mark *m)

@@ -11,22 +11,23 @@
  * when the handler was installed with SA_RESTART and the socket has no timeout
  * (SO_RCVTIMEO / SO_SNDTIMEO: has_timeout); otherwise the call returns what it moved, or
  * fails with EINTR (signal(7)). Our sleeps are poll() calls, which the kernel never restarts,
- * and by the time poll returns the handler has run and which signal it was is lost. So the
- * call restarts only when every handler the process has installed asks for restart: a
- * process that installs any handler without SA_RESTART (as CPython does for all of its own)
- * sees EINTR from every signal. That differs from the kernel only for a process that mixes
- * both kinds, where a restarting signal may end the call early too: always a result the
- * kernel may give for a signal, never a sleep the kernel would have ended.
+ * and by the time poll returns the handler has run and which signal it was is lost: the
+ * trampoline below counts the handlers installed through us. For one installed otherwise this
+ * is the rule: the call restarts only when every handler the process has installed asks for
+ * restart, which differs from the kernel only for a process that mixes both kinds, where a
+ * restarting signal may end the call early too: always a result the kernel may give for a
+ * signal, never a sleep the kernel would have ended.
  */
 bool san_sig_restarts(bool has_timeout);
 
 /*
  * The application's handlers run through a trampoline of ours: the preload's sigaction() and
- * signal() install it in the kernel in their place (san_sig_sigaction) and it calls them as
- * the kernel would have, with the same arguments. It counts, per thread, each run, and each
- * run of a handler installed without SA_RESTART. So a call of ours learns that a handler ran
- * on its thread even while it was not asleep in a system call (the verbs upgrade computes for
- * hundreds of ms under emulation: registrations, the QP) or slept on a condition, and which
+ * signal() family install, for each signal, an entry of ours in the kernel in their place
+ * (san_sig_sigaction), which calls the handler with the kernel's arguments. It counts, per
+ * thread, each run, and each run whose action had no SA_RESTART at delivery (the kernel's flag,
+ * as siginterrupt() may have changed it inside libc). So a call of ours learns that a handler
+ * ran on its thread even while it was not asleep in a system call (the verbs upgrade computes
+ * for hundreds of ms under emulation: registrations, the QP) or slept on a condition, and which
  * kind it was: the kernel restarts a call for a handler with SA_RESTART and ends it for one
  * without, and so do we, in a process that installs both kinds too. A handler installed
  * another way (the raw rt_sigaction system call, as Go's runtime does) is not counted: a sleep
@@ -49,17 +50,20 @@ bool san_sig_restarts_since(const struct san_sig_mark *m, bool has_timeout);
 
 /*
  * sigaction(2) for the preload's wrappers, through @real (libc's): a handler in @act is
- * installed as the trampoline, with @act's mask and flags (and SA_SIGINFO, which the trampoline
- * needs to pass a SA_SIGINFO handler its arguments); @old reads as if none of this were there:
- * the application's handler and flags. SIG_DFL, SIG_IGN and the trampoline itself (an action
- * read with the raw system call, put back) are installed as they are. Async-signal-safe, as
- * sigaction is: no lock, only atomics.
+ * installed as our entry for @sig, with @act's mask and flags (and SA_SIGINFO, for the
+ * entry's three arguments); @old reads as if none of this were there: the application's
+ * handler and flags. SIG_DFL, SIG_IGN and an entry of ours (an action read with the raw system
+ * call, put back, or copied to another signal: it calls the handler it was made for) are
+ * installed as they are; so is everything a vfork() child installs (its actions are its own,
+ * our record is its parent's). One call per signal at a time, all signals blocked meanwhile
+ * (so still async-signal-safe, as sigaction is): the record and the kernel's action go
+ * together.
  */
 int san_sig_sigaction(int sig, const struct sigaction *act, struct sigaction *old,
 		      int (*real)(int, const struct sigaction *, struct sigaction *));
 
-/* The handler the application installed for @sig, when @fn (read from the kernel) is ours. */
-void *san_sig_app_handler(int sig, void *fn);
+/* The handler the application installed, when @fn (read from the kernel) is ours; else @fn. */
+void *san_sig_app_handler(void *fn);
 
 /*
  * A's upgrade runs inside the application's first data call (a blocking receive, say) and may

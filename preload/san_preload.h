@@ -145,12 +145,7 @@ int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *timeout,
 	X(fexecve, int, (int, char *const[], char *const[]), false)                                \
 	X(_exit, void, (int), true)                                                                \
 	X(_Exit, void, (int), false)                                                               \
-	X(prctl, int, (int, ...), true)                                                            \
-	X(sigaction, int, (int, const struct sigaction *, struct sigaction *), true)               \
-	X(signal, sighandler_t, (int, sighandler_t), true)                                         \
-	X(sysv_signal, sighandler_t, (int, sighandler_t), false)                                   \
-	X(__sysv_signal, sighandler_t, (int, sighandler_t), false)                                 \
-	X(sigset, sighandler_t, (int, sighandler_t), false)
+	X(prctl, int, (int, ...), true)
 
 /*
  * The real functions. A NULL pointer means "not resolved yet" (or an

@@ -41,10 +41,10 @@ export SAN_USER_ASAN_OPTIONS SAN_USER_UBSAN_OPTIONS
 # off here: the programs we preload into (python3, iperf3, curl, sh...) do not free everything at
 # exit, and that is not ours to report; tests/e2e/lib.sh turns it back on for our own tools.
 # ASan's own SIGSEGV, SIGBUS and SIGFPE handlers stay out: a process must have the signal
-# dispositions it has without ASan. Those handlers lack SA_RESTART, and the library asks whether
-# every installed handler has it (core/san_sig.c: t_edge_signals would differ from the kernel);
-# and a test's deliberate crash (sanedge's SIGSEGV ending) must die of the signal, not be
-# reported as a finding and exit(1). A fault still kills the process; only ASan's stack is lost.
+# dispositions it has without ASan, and a test's deliberate crash (sanedge's SIGSEGV ending) must
+# die of the signal, not be reported as a finding and exit(1). A fault still kills the process;
+# only ASan's stack is lost. (By hand, ASan's default options work too: it installs those
+# handlers from its start-up through our sigaction(), which then does nothing else.)
 san_options() {
 	local dir=$1
 	export ASAN_OPTIONS="halt_on_error=1:detect_leaks=0:handle_segv=0:handle_sigbus=0:handle_sigfpe=0:log_path=$dir/asan${SAN_USER_ASAN_OPTIONS:+:$SAN_USER_ASAN_OPTIONS}"

@@ -3,11 +3,14 @@
 # (core/san_sig.c: it counts handler runs so that a call of ours ends or restarts as the
 # kernel's would, docs/engine.md §9 "Signals") is invisible to the program. build/sansigact
 # prints what a program sees of its handlers: signal(), sigaction(), siginterrupt(),
-# sysv_signal(), sigset() read back; SA_SIGINFO arguments; SA_RESETHAND, SA_NODEFER, sa_mask,
-# SA_ONSTACK; siglongjmp out of a handler; a blocking read interrupted (EINTR) and restarted;
-# a fork child's handlers; exec. Every line preloaded must be the plain run's, three rounds
-# (the read cases are timed). Fails before the trampoline's read-back fix for SA_RESETHAND
-# (the kernel's reset kept our SA_SIGINFO).
+# sysv_signal(), sigset() read back, and the handler each returns when it replaces one;
+# SA_SIGINFO arguments; SA_RESETHAND, SA_NODEFER, sa_mask, SA_ONSTACK; siglongjmp out of a
+# handler; a blocking read interrupted (EINTR) and restarted; an action read raw and installed
+# for another signal; a vfork child's sigaction; two threads installing at once; a fork child's
+# handlers; exec. Every line preloaded must be the plain run's, three rounds (the read cases are
+# timed). At 07482c6 (the first trampoline, before its review) 9 lines differ: the replaced
+# handler returned was the new one (a handler that chained to it called itself), a raw copy
+# and a vfork child's sigaction ran the wrong handler.
 # timeout: 120
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"

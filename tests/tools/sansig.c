@@ -36,6 +36,8 @@
  *   send_full, send_full_restart, send_full_mixed: 64 KiB send, full; the peer drains at 1000.
  *   write_full, writev_full_restart, sendmsg_full_restart: the same through other calls.
  *   recv_block, recv_block_restart, recv_block_mixed: recv of 100; the peer sends 1 byte at 1000.
+ *   recv_block_siginterrupt: the same, the handler installed with signal() (SA_RESTART), then
+ *     siginterrupt(SIGUSR1, 1) (which clears it inside libc, unseen by a sigaction wrapper).
  *   read_block, readv_block_restart, recvmsg_block_restart: the same through other calls.
  *   recv_first, recv_first_restart: the same as the connection's first data call (no exchange
  *     before: the parent reads the byte and sends one afterwards, so the connection switches).
@@ -120,7 +122,7 @@ enum peer {
 struct kase {
 	const char *name;
 	enum call call;
-	int flags; /* SA_RESTART or 0 */
+	int flags; /* SA_RESTART or 0, or BY_SIGINTERRUPT */
 	int mixed; /* a SIGUSR2 handler without SA_RESTART too */
 	int big;   /* a send of BIG bytes (else SMALL, after a fill) */
 	int full;  /* fill the send buffer first */
@@ -136,6 +138,7 @@ struct kase {
 };
 
 #define R SA_RESTART
+#define BY_SIGINTERRUPT (-1) /* flags: signal(), then siginterrupt(sig, 1) */
 static const struct kase kases[] = {
 	{ "send_block", C_SEND, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 3, 0, P_EXIT, 1500 },
 	{ "send_block_restart", C_SEND, R, 0, 1, 0, 0, 0, 0, 0, 0, 0, 3, 0, P_EXIT, 1500 },
@@ -149,6 +152,8 @@ static const struct kase kases[] = {
 	{ "recv_block", C_RECV, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, P_SEND, 1000 },
 	{ "recv_block_restart", C_RECV, R, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, P_SEND, 1000 },
 	{ "recv_block_mixed", C_RECV, R, 1, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, P_SEND, 1000 },
+	{ "recv_block_siginterrupt", C_RECV, BY_SIGINTERRUPT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0,
+	  P_SEND, 1000 },
 	{ "read_block", C_READ, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, P_SEND, 1000 },
 	{ "readv_block_restart", C_READV, R, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, P_SEND, 1000 },
 	{ "recvmsg_block_restart", C_RECVMSG, R, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, P_SEND, 1000 },
@@ -252,6 +257,14 @@ static void handler(int sig, int flags)
 {
 	struct sigaction sa;
 
+	if (flags == BY_SIGINTERRUPT) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+		if (signal(sig, on_sig) == SIG_ERR || siginterrupt(sig, 1) < 0)
+			die("signal");
+#pragma GCC diagnostic pop
+		return;
+	}
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_sig;
 	sa.sa_flags = flags;

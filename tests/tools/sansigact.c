@@ -8,11 +8,14 @@
  *   sansigact exec-child (internal) the image exec'd by the exec case
  *
  * Cases: signal() and sigaction() read back what was set (handler, the flags the program can
- * see, the mask); siginterrupt(); sysv_signal(); sigset() with SIG_HOLD; SA_SIGINFO arguments (sigqueue's value, the sender's pid, a
- * context); SA_RESETHAND; SA_NODEFER against a deferred signal; sa_mask blocked inside the
- * handler; SA_ONSTACK on a sigaltstack; siglongjmp out of a handler; a blocking read of a
- * pipe cut short by a handler without SA_RESTART (EINTR) and restarted by one with it; a fork
- * child's handlers; exec (handlers back to SIG_DFL, SIG_IGN kept). Exit status 0 when every
+ * see, the mask); the handler a replacement returns (signal, ssignal, sysv_signal, sigset,
+ * __sigaction); siginterrupt(); sigset() with SIG_HOLD; SA_SIGINFO arguments (sigqueue's value, the
+ * sender's pid, a context); SA_RESETHAND; SA_NODEFER against a deferred signal; sa_mask blocked
+ * inside the handler; SA_ONSTACK on a sigaltstack; siglongjmp out of a handler; a blocking read of
+ * a pipe cut short by a handler without SA_RESTART (EINTR) and restarted by one with it; an action
+ * read with the raw system call installed for another signal; a vfork child's sigaction; two
+ * threads installing at once (2000 rounds: what is read back is never torn); a fork child's
+ * handlers; exec (handlers back to SIG_DFL, SIG_IGN kept). Exit status 0 when every
  * case ran (whatever it saw), 2 on a set-up error.
  */
 #include <errno.h>
@@ -22,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -82,6 +87,9 @@ static void h_jump(int sig)
 	siglongjmp(jb, 7);
 }
 
+/* (glibc exports it; its headers do not declare it) */
+int __sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+
 static const char *name(const void *fn)
 {
 	if (fn == (void *)SIG_DFL)
@@ -119,12 +127,12 @@ static void show(const char *what, int sig)
 		printf("%s: sigaction: %s\n", what, strerror(errno));
 		return;
 	}
-	printf("%s: %s flags%s%s%s%s%s mask-usr2 %d\n", what,
-	       name(handler_of(&sa)),
-	       sa.sa_flags & SA_RESTART ? " RESTART" : "", sa.sa_flags & SA_SIGINFO ? " SIGINFO" : "",
+	printf("%s: %s flags%s%s%s%s%s mask-usr2 %d\n", what, name(handler_of(&sa)),
+	       sa.sa_flags & SA_RESTART ? " RESTART" : "",
+	       sa.sa_flags & SA_SIGINFO ? " SIGINFO" : "",
 	       sa.sa_flags & SA_RESETHAND ? " RESETHAND" : "",
-	       sa.sa_flags & SA_NODEFER ? " NODEFER" : "", sa.sa_flags & SA_ONSTACK ? " ONSTACK" : "",
-	       sigismember(&sa.sa_mask, SIGUSR2));
+	       sa.sa_flags & SA_NODEFER ? " NODEFER" : "",
+	       sa.sa_flags & SA_ONSTACK ? " ONSTACK" : "", sigismember(&sa.sa_mask, SIGUSR2));
 }
 
 static void set(int sig, void *fn, int flags, int masked)
@@ -176,6 +184,103 @@ static void read_cut(int flags)
 	close(p[1]);
 }
 
+/*
+ * An action read with the raw system call (the trampoline, under the library) and installed for
+ * another signal through sigaction(): the handler runs for that signal too.
+ */
+static void raw_copy(void)
+{
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		unsigned long mask;
+	} k;
+	struct sigaction sa;
+
+	set(SIGUSR1, (void *)h_count, SA_RESTART, 0);
+	if (syscall(SYS_rt_sigaction, SIGUSR1, NULL, &k, 8) != 0) {
+		perror("sansigact: rt_sigaction");
+		exit(2);
+	}
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = (int)(k.flags & (SA_SIGINFO | SA_RESTART));
+	if (sa.sa_flags & SA_SIGINFO)
+		sa.sa_sigaction = (void (*)(int, siginfo_t *, void *))k.handler;
+	else
+		sa.sa_handler = (void (*)(int))k.handler;
+	sigaction(SIGUSR2, &sa, NULL);
+	runs = 0;
+	raise(SIGUSR2);
+	printf("raw copy: handler %dx\n", (int)runs);
+	show("raw copy", SIGUSR2);
+	signal(SIGUSR2, SIG_DFL);
+}
+
+/* A vfork() child's sigaction is its own (it shares our memory, not our actions). */
+static void vfork_child(void)
+{
+	struct sigaction sa;
+	pid_t pid;
+
+	set(SIGUSR1, (void *)h_count, 0, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = h_mask;
+	pid = vfork();
+	if (pid == 0) {
+		sigaction(SIGUSR1, &sa, NULL);
+		_exit(0);
+	}
+	waitpid(pid, NULL, 0);
+	show("after a vfork child's sigaction", SIGUSR1);
+	runs = 0;
+	raise(SIGUSR1);
+	printf("after a vfork child's sigaction: handler %dx\n", (int)runs);
+}
+
+static pthread_barrier_t bar;
+
+static void *install_one(void *arg)
+{
+	pthread_barrier_wait(&bar);
+	if (arg)
+		set(SIGUSR1, (void *)h_info, SA_SIGINFO, SIGUSR2);
+	else
+		set(SIGUSR1, (void *)h_count, 0, 0);
+	return NULL;
+}
+
+/*
+ * Two threads install for the same signal at once: what is read back is one of the two actions
+ * whole (handler, SA_SIGINFO, mask together), whichever the kernel took last.
+ */
+static void race(int rounds)
+{
+	int torn = 0;
+
+	pthread_barrier_init(&bar, NULL, 2);
+	for (int i = 0; i < rounds; i++) {
+		pthread_t a, b;
+		struct sigaction o;
+		const void *fn;
+		int si, m2;
+
+		pthread_create(&a, NULL, install_one, (void *)1);
+		pthread_create(&b, NULL, install_one, NULL);
+		pthread_join(a, NULL);
+		pthread_join(b, NULL);
+		sigaction(SIGUSR1, NULL, &o);
+		fn = handler_of(&o);
+		si = (o.sa_flags & SA_SIGINFO) != 0;
+		m2 = sigismember(&o.sa_mask, SIGUSR2);
+		torn += !((fn == (void *)h_info && si && m2) ||
+			  (fn == (void *)h_count && !si && !m2));
+	}
+	pthread_barrier_destroy(&bar);
+	printf("race: %d rounds, %d actions read back torn\n", rounds, torn);
+}
+
 int main(int argc, char **argv)
 {
 	union sigval v = { .sival_int = 1234 };
@@ -204,9 +309,21 @@ int main(int argc, char **argv)
 	runs = 0;
 	raise(SIGUSR1);
 	printf("signal raise: handler %dx\n", (int)runs);
+
+	/* a handler replaced by another: the one returned is the first (chained to, restored) */
+	printf("signal replace: %s\n", name((void *)signal(SIGUSR1, h_mask)));
+	printf("ssignal replace: %s\n", name((void *)ssignal(SIGUSR1, h_count)));
+	{
+		struct sigaction o;
+
+		if (__sigaction(SIGUSR1, NULL, &o) == 0)
+			printf("__sigaction: %s\n", name(handler_of(&o)));
+	}
 	printf("signal back: %s\n", name((void *)signal(SIGUSR1, SIG_DFL)));
 
 	printf("sysv_signal first: %s\n", name((void *)sysv_signal(SIGUSR2, h_count)));
+	printf("sysv_signal replace: %s\n", name((void *)sysv_signal(SIGUSR2, h_mask)));
+	printf("sysv_signal back: %s\n", name((void *)sysv_signal(SIGUSR2, h_count)));
 	show("sysv_signal", SIGUSR2);
 	runs = 0;
 	raise(SIGUSR2);
@@ -216,7 +333,9 @@ int main(int argc, char **argv)
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 	printf("sigset first: %s\n", name((void *)sigset(SIGUSR2, h_count)));
 	printf("sigset again: %s\n", name((void *)sigset(SIGUSR2, h_count)));
+	printf("sigset replace: %s\n", name((void *)sigset(SIGUSR2, h_mask)));
 	printf("sigset hold: %s\n", name((void *)sigset(SIGUSR2, SIG_HOLD)));
+	/* (sigset with SIG_HOLD blocks it: h_mask's run needs it unblocked again below) */
 	printf("sigset release: %s\n", name((void *)sigset(SIGUSR2, SIG_DFL)));
 #pragma GCC diagnostic pop
 	sigprocmask(SIG_BLOCK, NULL, &m);
@@ -285,6 +404,9 @@ int main(int argc, char **argv)
 
 	read_cut(0);
 	read_cut(SA_RESTART);
+	raw_copy();
+	vfork_child();
+	race(2000);
 
 	set(SIGUSR1, (void *)h_count, SA_RESTART, 0);
 	pid = fork();

@@ -155,7 +155,7 @@ START_TEST(test_tramp_reads_back)
 	REQUIRE(o.sa_handler == on_plain);
 	REQUIRE(o.sa_flags & SA_RESTART);
 	REQUIRE(!(o.sa_flags & SA_SIGINFO));
-	REQUIRE(san_sig_app_handler(SIGUSR1, (void *)k.sa_sigaction) == (void *)on_plain);
+	REQUIRE(san_sig_app_handler((void *)k.sa_sigaction) == (void *)on_plain);
 	/* replaced by SIG_IGN: the old action read as the application's handler, once */
 	memset(&k, 0, sizeof(k));
 	k.sa_handler = SIG_IGN;
@@ -229,6 +229,33 @@ START_TEST(test_tramp_restart_per_signal)
 }
 END_TEST
 
+START_TEST(test_tramp_kernel_flag_and_copy)
+{
+	struct sigaction k = install(SIGUSR1, (void *)on_plain, SA_RESTART), o;
+	struct san_sig_mark m;
+
+	/* SA_RESTART cleared behind us (glibc's siginterrupt does so inside libc): the kernel's */
+	k.sa_flags &= ~SA_RESTART;
+	REQUIRE(sigaction(SIGUSR1, &k, NULL) == 0);
+	san_sig_mark(&m);
+	ran = 0;
+	REQUIRE(raise(SIGUSR1) == 0);
+	REQUIRE_EQ(ran, 1);
+	REQUIRE(!san_sig_restarts_since(&m, false));
+	/* our entry for SIGUSR1 copied to SIGUSR2 (read raw, installed through us): on_plain runs
+	 * for SIGUSR2, and reads back as on_plain */
+	save(SIGUSR2);
+	k.sa_flags |= SA_RESTART;
+	REQUIRE(san_sig_sigaction(SIGUSR2, &k, NULL, sigaction) == 0);
+	ran = ran_signo = 0;
+	REQUIRE(raise(SIGUSR2) == 0);
+	REQUIRE_EQ(ran, 1);
+	REQUIRE_EQ(ran_signo, SIGUSR2);
+	REQUIRE(san_sig_sigaction(SIGUSR2, NULL, &o, sigaction) == 0);
+	REQUIRE(o.sa_handler == on_plain);
+}
+END_TEST
+
 START_TEST(test_tramp_noted_without_sleep)
 {
 	/*
@@ -265,6 +292,7 @@ Suite *make_sig_suite(void)
 	tcase_add_test(tc, test_tramp_reads_back);
 	tcase_add_test(tc, test_tramp_calls);
 	tcase_add_test(tc, test_tramp_restart_per_signal);
+	tcase_add_test(tc, test_tramp_kernel_flag_and_copy);
 	tcase_add_test(tc, test_tramp_noted_without_sleep);
 	suite_add_tcase(s, tc);
 	return s;
