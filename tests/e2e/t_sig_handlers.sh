@@ -8,9 +8,10 @@
 # handler; a blocking read interrupted (EINTR) and restarted; an action read raw and installed
 # for another signal; a vfork child's sigaction; two threads installing at once; a fork child's
 # handlers; exec. Every line preloaded must be the plain run's, three rounds (the read cases are
-# timed). At 07482c6 (the first trampoline, before its review) 9 lines differ: the replaced
-# handler returned was the new one (a handler that chained to it called itself), a raw copy
-# and a vfork child's sigaction ran the wrong handler.
+# timed). At 07482c6 (the first trampoline, before its review) 7 lines differ: the handler a
+# replacement returned was the new one (a handler that chained to it called itself), ssignal's
+# was ours; a raw copy, and the parent after a vfork child's sigaction, read back another
+# handler.
 # timeout: 120
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
