@@ -10,6 +10,7 @@
 #include "core/san_fdtable.h"
 #include "core/san_inherit.h"
 #include "core/san_log.h"
+#include "core/san_sig.h"
 #include "core/san_prov.h"
 #include "core/san_sock.h"
 #include "core/san_stats.h"
@@ -55,6 +56,7 @@ void san_core_loaded(void)
 void san_core_atfork_child(void)
 {
 	san_log_atfork_child();
+	san_sig_atfork_child();
 	san_engine_atfork_child();
 	san_sock_atfork_child();
 	san_stats_atfork_child();

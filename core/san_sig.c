@@ -209,6 +209,12 @@ bool san_sig_restarts(bool has_timeout)
 	return true;
 }
 
+void san_sig_atfork_child(void)
+{
+	for (int sig = 1; sig < NSIG; sig++)
+		__atomic_store_n(&app_lock[sig], 0, __ATOMIC_RELEASE);
+}
+
 void *san_sig_app_handler(void *fn)
 {
 	int from = entry_of(fn);

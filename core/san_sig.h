@@ -62,6 +62,13 @@ bool san_sig_restarts_since(const struct san_sig_mark *m, bool has_timeout);
 int san_sig_sigaction(int sig, const struct sigaction *act, struct sigaction *old,
 		      int (*real)(int, const struct sigaction *, struct sigaction *));
 
+/*
+ * fork(), in the child: a sigaction another thread was making when the fork came never ends
+ * here, so its signal's lock is let go. (Its record may then be that call's or the one before,
+ * as may the kernel's action the child inherited: a sigaction racing a fork, either way.)
+ */
+void san_sig_atfork_child(void);
+
 /* The handler the application installed, when @fn (read from the kernel) is ours; else @fn. */
 void *san_sig_app_handler(void *fn);
 

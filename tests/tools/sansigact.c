@@ -7,16 +7,17 @@
  *   sansigact            every case, in order
  *   sansigact exec-child (internal) the image exec'd by the exec case
  *
- * Cases: signal() and sigaction() read back what was set (handler, the flags the program can
- * see, the mask); the handler a replacement returns (signal, ssignal, sysv_signal, sigset,
- * __sigaction); siginterrupt(); sigset() with SIG_HOLD; SA_SIGINFO arguments (sigqueue's value, the
- * sender's pid, a context); SA_RESETHAND; SA_NODEFER against a deferred signal; sa_mask blocked
- * inside the handler; SA_ONSTACK on a sigaltstack; siglongjmp out of a handler; a blocking read of
- * a pipe cut short by a handler without SA_RESTART (EINTR) and restarted by one with it; an action
- * read with the raw system call installed for another signal; a vfork child's sigaction; two
- * threads installing at once (2000 rounds: what is read back is never torn); a fork child's
- * handlers; exec (handlers back to SIG_DFL, SIG_IGN kept). Exit status 0 when every
- * case ran (whatever it saw), 2 on a set-up error.
+ * Cases: signal() and sigaction() read back what was set (handler, the flags the program can see,
+ * the mask); the handler a replacement returns (signal, ssignal, sysv_signal, sigset,
+ * __sigaction); siginterrupt(); sigset() with SIG_HOLD; SA_SIGINFO arguments (sigqueue's value,
+ * the sender's pid, a context); SA_RESETHAND; SA_NODEFER against a deferred signal; sa_mask
+ * blocked inside the handler; SA_ONSTACK on a sigaltstack; siglongjmp out of a handler; a blocking
+ * read of a pipe cut short by a handler without SA_RESTART (EINTR) and restarted by one with it;
+ * an action read with the raw system call installed for another signal; a vfork child's sigaction;
+ * two threads installing at once (2000 rounds: what is read back is never torn); 300 forks while
+ * another thread installs, each child installing (none may hang); a fork child's handlers; exec
+ * (handlers back to SIG_DFL, SIG_IGN kept). Exit status 0 when every case ran (whatever it saw), 2
+ * on a set-up error.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -281,6 +283,56 @@ static void race(int rounds)
 	printf("race: %d rounds, %d actions read back torn\n", rounds, torn);
 }
 
+static volatile int installing;
+
+static void *install_loop(void *arg)
+{
+	while (installing)
+		set(SIGUSR1, (void *)h_count, 0, 0);
+	return arg;
+}
+
+/*
+ * fork() while another thread installs handlers, then a sigaction in the child: it must end
+ * (a lock the other thread held at the fork is nobody's in the child). A child not gone
+ * within 2 s is killed and counted.
+ */
+static void fork_while_installing(int forks)
+{
+	struct sigaction sa;
+	pthread_t t;
+	int hung = 0;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = h_mask;
+	installing = 1;
+	pthread_create(&t, NULL, install_loop, NULL);
+	for (int i = 0; i < forks; i++) {
+		pid_t pid = fork();
+		int st, waited = 0;
+
+		if (pid == 0) {
+			/* (a child that hangs with every signal blocked still dies with us) */
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			sigaction(SIGUSR2, &sa, NULL);
+			sigaction(SIGUSR1, &sa, NULL);
+			_exit(0);
+		}
+		while (waitpid(pid, &st, WNOHANG) == 0) {
+			if (++waited > 2000) {
+				kill(pid, SIGKILL);
+				waitpid(pid, &st, 0);
+				hung++;
+				break;
+			}
+			usleep(1000);
+		}
+	}
+	installing = 0;
+	pthread_join(t, NULL);
+	printf("fork while another thread installs: %d forks, %d children hung\n", forks, hung);
+}
+
 int main(int argc, char **argv)
 {
 	union sigval v = { .sival_int = 1234 };
@@ -407,6 +459,7 @@ int main(int argc, char **argv)
 	raw_copy();
 	vfork_child();
 	race(2000);
+	fork_while_installing(300);
 
 	set(SIGUSR1, (void *)h_count, SA_RESTART, 0);
 	pid = fork();
