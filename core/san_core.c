@@ -170,6 +170,8 @@ void san_core_sandboxed(void)
 	bool kept;
 
 	/* (a vfork child's prctl is its own: the parent's table and engine stay as they are) */
+	if (san_fdtable_owned())
+		san_sig_sandboxed(); /* (disabled or not: our sigaction's calls would be ours) */
 	if (san_cfg.disable || !san_fdtable_owned() ||
 	    __atomic_exchange_n(&sandboxed, true, __ATOMIC_ACQ_REL))
 		return;

@@ -2,6 +2,7 @@
 #include "core/san_sig.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/syscall.h>
@@ -31,67 +32,97 @@ static __thread bool noted;
 static __thread struct san_sig_mark upgrade_mark;
 
 /*
- * The application's handler for each signal, for the trampoline to call. Written, with the
- * kernel's action, by one sigaction at a time per signal (lock_sig: a spinlock taken with every
- * signal blocked, so that a handler that calls sigaction on the same thread cannot find it
- * held); fn before the kernel's action points at the trampoline, so a signal the trampoline
- * takes finds one. The trampoline reads fn alone, one word, without the lock.
+ * Per signal, what our entry in the kernel calls and how the kernel was told to deliver it.
+ * Written by one sigaction at a time per signal (lock_sig), fn before the kernel's action
+ * points at the entry, so a signal an entry takes finds one. Read by the entries without the
+ * lock: fn, and kflags for the count, one word each.
  */
 struct app_action {
-	void *fn;  /* sa_handler or sa_sigaction: what the trampoline calls */
-	int flags; /* the application's sa_flags, for what it reads back (SA_SIGINFO) */
-	bool ours; /* our last write to the kernel's action was the trampoline */
+	void *fn;   /* the application's handler (sa_handler or sa_sigaction) */
+	int flags;  /* the application's sa_flags for it (what it reads back: SA_SIGINFO) */
+	int kflags; /* the flags the kernel's action has, as last set through us or synced */
+	bool ours;  /* the kernel's action is, as far as we set it, one of our entries */
 };
 static struct app_action app[NSIG];
+
+/* The process confined itself (seccomp): our sigaction is then libc's, and nothing more. */
+static bool sandboxed;
+
+/*
+ * The lock: 0 free, 1 taken, 2 taken with a waiter (a futex, so a waiter sleeps: a spinning
+ * one of a higher real-time priority would never let the holder on its CPU finish). Taken
+ * with every signal blocked, so that a handler that calls sigaction on the same thread cannot
+ * find it held. Private futexes: the threads and a vfork child share our memory.
+ */
 static int app_lock[NSIG];
 
 static void lock_sig(int sig, unsigned long *saved)
 {
 	unsigned long all = ~0UL;
+	int c = 0;
 
 	(void)SAN_SYS(SYS_rt_sigprocmask, (long)SIG_SETMASK, &all, saved, (long)sizeof(all));
-	while (__atomic_exchange_n(&app_lock[sig], 1, __ATOMIC_ACQUIRE))
-		(void)SAN_SYS(SYS_sched_yield); /* (another thread installs for this signal) */
+	if (__atomic_compare_exchange_n(&app_lock[sig], &c, 1, false, __ATOMIC_ACQUIRE,
+					__ATOMIC_RELAXED))
+		return;
+	if (c != 2)
+		c = __atomic_exchange_n(&app_lock[sig], 2, __ATOMIC_ACQUIRE);
+	while (c != 0) {
+		(void)SAN_SYS(SYS_futex, &app_lock[sig], (long)FUTEX_WAIT_PRIVATE, 2L, NULL);
+		c = __atomic_exchange_n(&app_lock[sig], 2, __ATOMIC_ACQUIRE);
+	}
 }
 
 static void unlock_sig(int sig, const unsigned long *saved)
 {
-	__atomic_store_n(&app_lock[sig], 0, __ATOMIC_RELEASE);
+	if (__atomic_exchange_n(&app_lock[sig], 0, __ATOMIC_RELEASE) == 2)
+		(void)SAN_SYS(SYS_futex, &app_lock[sig], (long)FUTEX_WAKE_PRIVATE, 1L);
 	(void)SAN_SYS(SYS_rt_sigprocmask, (long)SIG_SETMASK, saved, NULL, (long)sizeof(*saved));
+}
+
+/*
+ * Cannot be (fn is written before the kernel's action names the entry): as SIG_DFL, the
+ * signal raised again is delivered so once the entry returns.
+ */
+static __attribute__((noinline)) void no_handler(int sig)
+{
+	struct k_sigaction dfl = { (void *)SIG_DFL, 0, NULL, 0 };
+
+	(void)SAN_SYS(SYS_rt_sigaction, (long)sig, &dfl, NULL, (long)sizeof(dfl.mask));
+	(void)SAN_SYS(SYS_tgkill, (long)SAN_SYS(SYS_getpid), (long)SAN_SYS(SYS_gettid), (long)sig);
+}
+
+/*
+ * A run of a handler for @sig, counted on this thread: with or without SA_RESTART, as the
+ * kernel's action for @sig was set (no system call here: a process that confined itself with
+ * seccomp may be allowed none). Plain increments: only this thread writes its counters, and
+ * a nested handler adds its own.
+ */
+static __attribute__((noinline)) void count_run(int sig)
+{
+	runs++;
+	if (!(__atomic_load_n(&app[sig].kflags, __ATOMIC_RELAXED) & SA_RESTART))
+		no_restart++;
 }
 
 /*
  * The handler is called with the three arguments the kernel passed, SA_SIGINFO or not: the
  * kernel itself puts all three in registers for every handler on Linux's ABIs, so a one-argument
  * handler sees what it would have seen, and no flag read alongside fn can be out of step with
- * it. SA_RESTART is the kernel's flag at delivery (siginterrupt() changes it inside libc).
- * @from: the signal whose handler this is, @sig the one delivered (the same, unless the
- * program copied an action read with the raw system call to another signal: then, as without
- * us, the copied handler runs for it).
+ * it. Called last, with nothing of ours kept on the stack: optimised, the call is a jump, and
+ * a backtrace taken in the handler reads as without us. @from: the signal whose handler this
+ * is, @sig the one delivered (the same, unless the program copied an action read with the raw
+ * system call to another signal: then, as without us, the copied handler runs for it).
  */
 static void trampoline(int from, int sig, siginfo_t *si, void *uc)
 {
-	struct k_sigaction ka;
 	void *fn = __atomic_load_n(&app[from].fn, __ATOMIC_ACQUIRE);
 
 	if (!fn) {
-		/*
-		 * Cannot be (fn is written before the kernel's action is): as SIG_DFL, the
-		 * signal raised again is delivered so once this returns.
-		 */
-		struct k_sigaction dfl = { (void *)SIG_DFL, 0, NULL, 0 };
-
-		(void)SAN_SYS(SYS_rt_sigaction, (long)sig, &dfl, NULL, (long)sizeof(dfl.mask));
-		(void)SAN_SYS(SYS_tgkill, (long)SAN_SYS(SYS_getpid), (long)SAN_SYS(SYS_gettid),
-			      (long)sig);
+		no_handler(sig);
 		return;
 	}
-	/* (plain increments: only this thread writes its counters; a nested handler adds its own)
-	 */
-	runs++;
-	if (SAN_SYS(SYS_rt_sigaction, (long)sig, NULL, &ka, (long)sizeof(ka.mask)) < 0 ||
-	    !(ka.flags & SA_RESTART))
-		no_restart++;
+	count_run(sig);
 	((void (*)(int, siginfo_t *, void *))fn)(sig, si, uc);
 }
 
@@ -134,59 +165,108 @@ static void *handler_of(const struct sigaction *sa)
 	return (sa->sa_flags & SA_SIGINFO) ? (void *)sa->sa_sigaction : (void *)sa->sa_handler;
 }
 
+/*
+ * @o, an action the kernel gave for @sig, as the application reads it: where the kernel holds
+ * an entry of ours, the handler and SA_SIGINFO it set (@prev: @sig's record as that action was
+ * read); after the kernel's SA_RESETHAND reset of our entry, without the SA_SIGINFO we added.
+ */
+static void app_view(int sig, struct sigaction *o, const struct app_action *prev)
+{
+	int from = entry_of(handler_of(o));
+	void *fn = prev->fn;
+	int flags = prev->flags;
+
+	if (from && from != sig) {
+		/* an entry copied from another signal (read raw): that signal's handler */
+		fn = __atomic_load_n(&app[from].fn, __ATOMIC_ACQUIRE);
+		flags = app[from].flags;
+	}
+	if (from && fn) {
+		o->sa_flags = (o->sa_flags & ~SA_SIGINFO) | (flags & SA_SIGINFO);
+		if (flags & SA_SIGINFO)
+			o->sa_sigaction = (void (*)(int, siginfo_t *, void *))fn;
+		else
+			o->sa_handler = (void (*)(int))fn;
+	} else if (!from && o->sa_handler == SIG_DFL && prev->ours &&
+		   (o->sa_flags & SA_RESETHAND) && (flags & SA_RESETHAND) &&
+		   !(flags & SA_SIGINFO)) {
+		o->sa_flags &= ~SA_SIGINFO;
+	}
+}
+
 int san_sig_sigaction(int sig, const struct sigaction *act, struct sigaction *old,
 		      int (*real)(int, const struct sigaction *, struct sigaction *))
 {
+	struct sigaction a, o, k;
 	struct app_action prev;
-	struct sigaction k;
 	unsigned long saved;
-	bool wrap;
-	int r, from;
+	bool wrap, owned;
+	int r;
 
 	if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP)
 		return real(sig, act, old); /* (the kernel's answer: EINVAL, or the action read) */
+	if (sandboxed) {
+		/* confined (seccomp): nothing more than the call; what it reads back, still as set
+		 */
+		r = real(sig, act, old);
+		prev = app[sig];
+		if (r == 0 && old)
+			app_view(sig, old, &prev);
+		return r;
+	}
+	/*
+	 * The caller's structs are read and written outside the lock, where every signal is
+	 * blocked: a fault on them is then the caller's, and its handler runs (a garbage
+	 * collector's write barrier), where inside the kernel would have forced the default.
+	 */
+	if (act)
+		a = *act;
 	/*
 	 * A vfork() child shares our memory, not our actions: what it installs goes to the
 	 * kernel as it is, and the parent's record stays the parent's.
 	 */
-	wrap = act && is_handler(handler_of(act)) && san_fdtable_owned();
+	owned = san_fdtable_owned();
+	wrap = act && is_handler(handler_of(&a)) && owned;
 	lock_sig(sig, &saved);
 	prev = app[sig];
 	if (wrap) {
-		k = *act;
-		app[sig].flags = act->sa_flags;
-		__atomic_store_n(&app[sig].fn, handler_of(act), __ATOMIC_RELEASE);
+		k = a;
 		k.sa_sigaction = entries[sig];
 		k.sa_flags |= SA_SIGINFO;
-		act = &k;
+		app[sig].flags = a.sa_flags;
+		__atomic_store_n(&app[sig].kflags, k.sa_flags, __ATOMIC_RELAXED);
+		__atomic_store_n(&app[sig].fn, handler_of(&a), __ATOMIC_RELEASE);
 	}
-	r = real(sig, act, old);
+	r = real(sig, wrap ? &k : act ? &a : NULL, old ? &o : NULL);
 	if (r != 0 && wrap) {
 		/* refused (EINVAL for glibc's own signals): as it was */
 		app[sig].flags = prev.flags;
+		__atomic_store_n(&app[sig].kflags, prev.kflags, __ATOMIC_RELAXED);
 		__atomic_store_n(&app[sig].fn, prev.fn, __ATOMIC_RELEASE);
-	} else if (r == 0 && act && san_fdtable_owned()) {
-		app[sig].ours = wrap || entry_of(handler_of(act));
-	}
-	if (r == 0 && old && (from = entry_of(handler_of(old))) && from != sig) {
-		/* an entry copied from another signal (read raw): that signal's handler */
-		prev.fn = __atomic_load_n(&app[from].fn, __ATOMIC_ACQUIRE);
-		prev.flags = app[from].flags;
-	}
-	if (r == 0 && old && entry_of(handler_of(old)) && prev.fn) {
-		/* the action replaced (or read) was the trampoline: the application's, as set */
-		old->sa_flags = (old->sa_flags & ~SA_SIGINFO) | (prev.flags & SA_SIGINFO);
-		if (prev.flags & SA_SIGINFO)
-			old->sa_sigaction = (void (*)(int, siginfo_t *, void *))prev.fn;
-		else
-			old->sa_handler = (void (*)(int))prev.fn;
-	} else if (r == 0 && old && old->sa_handler == SIG_DFL && prev.ours &&
-		   (old->sa_flags & SA_RESETHAND) && (prev.flags & SA_RESETHAND) &&
-		   !(prev.flags & SA_SIGINFO)) {
-		old->sa_flags &= ~SA_SIGINFO; /* the kernel's reset of ours keeps our flags */
+	} else if (r == 0 && act && owned) {
+		app[sig].ours = wrap || entry_of(handler_of(&a));
+		if (!wrap)
+			__atomic_store_n(&app[sig].kflags, a.sa_flags, __ATOMIC_RELAXED);
 	}
 	unlock_sig(sig, &saved);
+	if (r == 0 && old) {
+		app_view(sig, &o, &prev);
+		*old = o;
+	}
 	return r;
+}
+
+void san_sig_sync_flags(int sig, int (*real)(int, const struct sigaction *, struct sigaction *))
+{
+	struct sigaction cur;
+	unsigned long saved;
+
+	if (sig <= 0 || sig >= NSIG || sandboxed)
+		return;
+	lock_sig(sig, &saved);
+	if (real(sig, NULL, &cur) == 0 && entry_of(handler_of(&cur)))
+		__atomic_store_n(&app[sig].kflags, cur.sa_flags, __ATOMIC_RELAXED);
+	unlock_sig(sig, &saved);
 }
 
 bool san_sig_restarts(bool has_timeout)
@@ -207,6 +287,11 @@ bool san_sig_restarts(bool has_timeout)
 			return false;
 	}
 	return true;
+}
+
+void san_sig_sandboxed(void)
+{
+	__atomic_store_n(&sandboxed, true, __ATOMIC_RELEASE);
 }
 
 void san_sig_atfork_child(void)

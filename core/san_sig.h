@@ -63,6 +63,19 @@ int san_sig_sigaction(int sig, const struct sigaction *act, struct sigaction *ol
 		      int (*real)(int, const struct sigaction *, struct sigaction *));
 
 /*
+ * @sig's action changed inside libc, past our wrappers (glibc's siginterrupt() clears or sets
+ * SA_RESTART with its own sigaction): the record takes the kernel's flags, through @real.
+ */
+void san_sig_sync_flags(int sig, int (*real)(int, const struct sigaction *, struct sigaction *));
+
+/*
+ * The process confined itself with seccomp (san_core_sandboxed): from now on sigaction is
+ * libc's alone (the handlers it installs are not counted: the library's own calls are
+ * pass-through by then), only what it reads back still translated.
+ */
+void san_sig_sandboxed(void);
+
+/*
  * fork(), in the child: a sigaction another thread was making when the fork came never ends
  * here, so its signal's lock is let go. (Its record may then be that call's or the one before,
  * as may the kernel's action the child inherited: a sigaction racing a fork, either way.)

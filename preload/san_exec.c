@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 
+#include "core/san_sig.h"
 #include "preload/san_preload.h"
 
 /*
@@ -107,6 +108,8 @@ SAN_EXPORT pid_t _Fork(void)
 	r = real();
 	if (r != 0) /* the parent, or a failure: the child keeps its raised copy */
 		__atomic_sub_fetch(&san_shared_children, 1, __ATOMIC_SEQ_CST);
+	else
+		san_sig_atfork_child(); /* (no fork handler runs: a sigaction lock another held) */
 	return r;
 }
 

@@ -6,41 +6,46 @@
  *
  * The real functions are found with dlsym alone, never through SAN_REAL: the ASan runtime
  * installs its own handlers from its initialisation, through us, and the library's start-up
- * that SAN_REAL's first use runs (atexit among others) may not run inside it.
+ * that SAN_REAL's first use runs (atexit among others) may not run inside it. They are looked
+ * up at load too (resolve_early), so that a first call from a signal handler runs no dlsym.
  */
 #include <dlfcn.h>
 
 #include "core/san_sig.h"
 #include "preload/san_preload.h"
 
-/* libc's @name, looked up once (NULL: this libc has none). */
-static void *next(void **slot, const char *name)
+enum { R_SIGACTION, R_SIGNAL, R_SYSV_SIGNAL, R___SYSV_SIGNAL, R_SIGSET, R_SIGINTERRUPT, R_N };
+static const char *const real_names[R_N] = { "sigaction",     "signal", "sysv_signal",
+					     "__sysv_signal", "sigset", "siginterrupt" };
+static void *real_fns[R_N];
+
+/* libc's function @i, looked up once (NULL: this libc has none). */
+static void *next(int i)
 {
-	void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	void *fn = __atomic_load_n(&real_fns[i], __ATOMIC_ACQUIRE);
 
 	if (!fn) {
 		int e = errno;
 
-		fn = dlsym(RTLD_NEXT, name);
+		fn = dlsym(RTLD_NEXT, real_names[i]);
 		errno = e;
-		__atomic_store_n(slot, fn, __ATOMIC_RELEASE);
+		__atomic_store_n(&real_fns[i], fn, __ATOMIC_RELEASE);
 	}
 	return fn;
+}
+
+__attribute__((constructor)) static void resolve_early(void)
+{
+	for (int i = 0; i < R_N; i++)
+		(void)next(i);
 }
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 typedef sighandler_t (*signal_fn)(int, sighandler_t);
 
-static sigaction_fn real_sigaction(void)
-{
-	static void *fn;
-
-	return (sigaction_fn)next(&fn, "sigaction");
-}
-
 SAN_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	sigaction_fn real = real_sigaction();
+	sigaction_fn real = (sigaction_fn)next(R_SIGACTION);
 
 	if (!real)
 		return san_enosys();
@@ -63,12 +68,12 @@ SAN_EXPORT int __sigaction(int sig, const struct sigaction *act, struct sigactio
  * the handler directly, uncounted, and another thread's sigaction for the same signal may come
  * between them (docs/engine.md §9, "Signals").
  */
-static sighandler_t family(void **slot, const char *name, int sig, sighandler_t handler)
+static sighandler_t family(int i, int sig, sighandler_t handler)
 {
-	signal_fn real = (signal_fn)next(slot, name);
+	signal_fn real = (signal_fn)next(i);
+	sigaction_fn sa = (sigaction_fn)next(R_SIGACTION);
 	sighandler_t prev;
 	struct sigaction cur;
-	sigaction_fn sa = real_sigaction();
 
 	if (!real || !sa) {
 		(void)san_enosys();
@@ -86,9 +91,7 @@ static sighandler_t family(void **slot, const char *name, int sig, sighandler_t 
 
 SAN_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 {
-	static void *fn;
-
-	return family(&fn, "signal", sig, handler);
+	return family(R_SIGNAL, sig, handler);
 }
 
 /* (not in glibc's headers now; glibc's are the same function as its signal()) */
@@ -107,9 +110,7 @@ SAN_EXPORT sighandler_t ssignal(int sig, sighandler_t handler)
 
 SAN_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler)
 {
-	static void *fn;
-
-	return family(&fn, "sysv_signal", sig, handler);
+	return family(R_SYSV_SIGNAL, sig, handler);
 }
 
 /* (what signal() is in a program built for strict ISO C: glibc's headers name it so) */
@@ -117,14 +118,29 @@ sighandler_t __sysv_signal(int sig, sighandler_t handler);
 
 SAN_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler)
 {
-	static void *fn;
-
-	return family(&fn, "__sysv_signal", sig, handler);
+	return family(R___SYSV_SIGNAL, sig, handler);
 }
 
 SAN_EXPORT sighandler_t sigset(int sig, sighandler_t disp)
 {
-	static void *fn;
+	return family(R_SIGSET, sig, disp);
+}
 
-	return family(&fn, "sigset", sig, disp);
+/*
+ * siginterrupt(): glibc's sets or clears SA_RESTART with its own sigaction, inside libc, and
+ * remembers the choice for its later signal() calls; then our record takes the kernel's flags,
+ * which a handler's run is counted by (san_sig.h).
+ */
+SAN_EXPORT int siginterrupt(int sig, int flag)
+{
+	int (*real)(int, int) = (int (*)(int, int))next(R_SIGINTERRUPT);
+	sigaction_fn sa = (sigaction_fn)next(R_SIGACTION);
+	int r;
+
+	if (!real || !sa)
+		return san_enosys();
+	r = real(sig, flag);
+	if (r == 0)
+		san_sig_sync_flags(sig, sa);
+	return r;
 }

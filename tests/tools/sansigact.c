@@ -15,7 +15,8 @@
  * read of a pipe cut short by a handler without SA_RESTART (EINTR) and restarted by one with it;
  * an action read with the raw system call installed for another signal; a vfork child's sigaction;
  * two threads installing at once (2000 rounds: what is read back is never torn); 300 forks while
- * another thread installs, each child installing (none may hang); a fork child's handlers; exec
+ * another thread installs, each child installing (none may hang); sigaction's old in a page a
+ * SIGSEGV handler opens; a fork child's handlers; exec
  * (handlers back to SIG_DFL, SIG_IGN kept). Exit status 0 when every case ran (whatever it saw), 2
  * on a set-up error.
  */
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -283,6 +285,41 @@ static void race(int rounds)
 	printf("race: %d rounds, %d actions read back torn\n", rounds, torn);
 }
 
+static char *page;
+static volatile sig_atomic_t faults;
+
+static void h_unprotect(int sig)
+{
+	(void)sig;
+	faults++;
+	mprotect(page, 4096, PROT_READ | PROT_WRITE);
+}
+
+/*
+ * sigaction's @old in a page the program protects, with a SIGSEGV handler that opens it (a
+ * garbage collector's write barrier): the handler runs, and the call then completes.
+ */
+static void old_in_protected_page(void)
+{
+	struct sigaction *o;
+	int r;
+
+	page = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (page == MAP_FAILED) {
+		perror("sansigact: mmap");
+		exit(2);
+	}
+	set(SIGSEGV, (void *)h_unprotect, SA_NODEFER, 0);
+	set(SIGUSR1, (void *)h_count, 0, 0);
+	o = (struct sigaction *)page;
+	faults = 0;
+	r = sigaction(SIGUSR1, NULL, o);
+	printf("old in a protected page: sigaction %d, %d fault(s), old %s\n", r, (int)faults,
+	       name(handler_of(o)));
+	signal(SIGSEGV, SIG_DFL);
+	munmap(page, 4096);
+}
+
 static volatile int installing;
 
 static void *install_loop(void *arg)
@@ -460,6 +497,7 @@ int main(int argc, char **argv)
 	vfork_child();
 	race(2000);
 	fork_while_installing(300);
+	old_in_protected_page();
 
 	set(SIGUSR1, (void *)h_count, SA_RESTART, 0);
 	pid = fork();

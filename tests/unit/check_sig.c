@@ -234,9 +234,10 @@ START_TEST(test_tramp_kernel_flag_and_copy)
 	struct sigaction k = install(SIGUSR1, (void *)on_plain, SA_RESTART), o;
 	struct san_sig_mark m;
 
-	/* SA_RESTART cleared behind us (glibc's siginterrupt does so inside libc): the kernel's */
+	/* SA_RESTART cleared behind us (glibc's siginterrupt does so inside libc), then synced */
 	k.sa_flags &= ~SA_RESTART;
 	REQUIRE(sigaction(SIGUSR1, &k, NULL) == 0);
+	san_sig_sync_flags(SIGUSR1, sigaction);
 	san_sig_mark(&m);
 	ran = 0;
 	REQUIRE(raise(SIGUSR1) == 0);
