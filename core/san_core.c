@@ -170,10 +170,10 @@ void san_core_sandboxed(void)
 	bool kept;
 
 	/* (a vfork child's prctl is its own: the parent's table and engine stay as they are) */
-	if (san_fdtable_owned())
-		san_sig_sandboxed(); /* (disabled or not: our sigaction's calls would be ours) */
-	if (san_cfg.disable || !san_fdtable_owned() ||
-	    __atomic_exchange_n(&sandboxed, true, __ATOMIC_ACQ_REL))
+	if (!san_fdtable_owned())
+		return;
+	san_sig_sandboxed(); /* (disabled or not: our sigaction's calls would be ours) */
+	if (san_cfg.disable || __atomic_exchange_n(&sandboxed, true, __ATOMIC_ACQ_REL))
 		return;
 	san_log_sandbox(); /* its log file opened while open() is still allowed */
 	san_debug("seccomp: the process confines itself: its connections stay on TCP");

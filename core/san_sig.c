@@ -206,8 +206,7 @@ int san_sig_sigaction(int sig, const struct sigaction *act, struct sigaction *ol
 	if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP)
 		return real(sig, act, old); /* (the kernel's answer: EINVAL, or the action read) */
 	if (sandboxed) {
-		/* confined (seccomp): nothing more than the call; what it reads back, still as set
-		 */
+		/* confined (seccomp): the call alone; what it reads back still as it set it */
 		r = real(sig, act, old);
 		prev = app[sig];
 		if (r == 0 && old)

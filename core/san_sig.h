@@ -24,11 +24,11 @@ bool san_sig_restarts(bool has_timeout);
  * The application's handlers run through a trampoline of ours: the preload's sigaction() and
  * signal() family install, for each signal, an entry of ours in the kernel in their place
  * (san_sig_sigaction), which calls the handler with the kernel's arguments. It counts, per
- * thread, each run, and each run whose action had no SA_RESTART at delivery (the kernel's flag,
- * as siginterrupt() may have changed it inside libc). So a call of ours learns that a handler
- * ran on its thread even while it was not asleep in a system call (the verbs upgrade computes
- * for hundreds of ms under emulation: registrations, the QP) or slept on a condition, and which
- * kind it was: the kernel restarts a call for a handler with SA_RESTART and ends it for one
+ * thread, each run, and each run whose action has no SA_RESTART (as set through us, or as
+ * siginterrupt() changed it inside libc: san_sig_sync_flags; no system call in the entry). So
+ * a call of ours learns that a handler ran on its thread even while it was not asleep in a
+ * system call (the verbs upgrade computes for hundreds of ms under emulation: registrations,
+ * the QP) or slept on a condition, and which kind it was: the kernel restarts a call for a handler with SA_RESTART and ends it for one
  * without, and so do we, in a process that installs both kinds too. A handler installed
  * another way (the raw rt_sigaction system call, as Go's runtime does) is not counted: a sleep
  * it cuts short falls back on san_sig_restarts.
