@@ -895,8 +895,9 @@ static int san_owner_prove_inner(int tcp_fd, const struct san_owner_proof *p)
 	pid_t pid = p->pid;
 	int r;
 
-	r = san_owner_tuple_inner(tcp_fd, &own);
-	if (r < 0)
+	if (p->own)
+		own = *p->own;
+	else if ((r = san_owner_tuple_inner(tcp_fd, &own)) < 0)
 		return r;
 	r = san_owner_inode(tcp_fd, &own_ino);
 	if (r < 0)

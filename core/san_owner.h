@@ -217,6 +217,11 @@ struct san_owner_proof {
 	int fd_hint; /* -1, or the fd number the peer says holds its socket: one readlink */
 	uid_t uid;   /* the peer's uid (SCM_CREDENTIALS); used only with SAN_OWNER_F_UID */
 	unsigned int flags; /* SAN_OWNER_F_* */
+	/*
+	 * NULL, or tcp_fd's tuple as the caller already asked it (the two system calls saved on
+	 * the handshake's path): still checked, since the tuple's row must name tcp_fd's inode.
+	 */
+	const struct san_tuple *own;
 };
 
 #define SAN_OWNER_F_PROC 0x1u /* skip sock_diag, parse /proc/net/tcp{,6} (tests, measurement) */

@@ -280,22 +280,38 @@ int san_sidechan_accept(int lfd)
 	return fd;
 }
 
-int san_sidechan_connect(const struct san_sidechan_name *n)
+/*
+ * Connect fd to one name: 0, or -errno (the socket stays unconnected on a refusal: an AF_UNIX
+ * connect that finds no such name changes nothing, so the next name may be tried on it).
+ */
+static int san_side_connect_on(int fd, const struct san_sidechan_name *n)
 {
 	struct sockaddr_un sun;
 	socklen_t len;
-	int saved = errno, fd;
 	long r;
 
 	if (!san_side_name_ok(n))
 		return -EINVAL;
-	fd = san_side_socket();
-	if (fd < 0)
-		goto out;
 	len = san_side_sockaddr(n, &sun);
 	do
 		r = san_sys_ret(syscall(SYS_connect, (long)fd, &sun, (long)len));
 	while (r == -EINTR);
+	return (int)r;
+}
+
+int san_sidechan_connect_first(const struct san_sidechan_name *names, int n, int *which)
+{
+	int saved = errno, fd, i;
+	long r = -ECONNREFUSED;
+
+	for (i = 0; i < n; i++)
+		if (!san_side_name_ok(&names[i]))
+			return -EINVAL;
+	fd = san_side_socket();
+	if (fd < 0)
+		goto out;
+	for (i = 0; i < n && r == -ECONNREFUSED; i++)
+		r = san_side_connect_on(fd, &names[i]);
 	if (r == 0)
 		r = san_sys_setsockopt_int(fd, SOL_SOCKET, SO_PASSCRED, 1);
 	if (r < 0) {
@@ -303,26 +319,31 @@ int san_sidechan_connect(const struct san_sidechan_name *n)
 		fd = (int)r;
 		goto out;
 	}
+	if (which)
+		*which = i - 1;
 	san_side_own_fd(fd);
 out:
 	errno = saved;
 	return fd;
 }
 
+int san_sidechan_connect(const struct san_sidechan_name *n)
+{
+	return san_sidechan_connect_first(n, 1, NULL);
+}
+
 int san_sidechan_connect_dest(const struct san_addr *dst, uint64_t netns,
 			      struct san_sidechan_name *used)
 {
 	struct san_sidechan_name names[SAN_SIDECHAN_DEST_NAMES];
-	int n, fd = -ECONNREFUSED;
+	int n, fd, which = 0;
 
 	n = san_sidechan_dest_names(dst, netns, names);
 	if (n < 0)
 		return n;
-	for (int i = 0; i < n && fd == -ECONNREFUSED; i++) {
-		fd = san_sidechan_connect(&names[i]);
-		if (fd >= 0 && used)
-			*used = names[i];
-	}
+	fd = san_sidechan_connect_first(names, n, &which);
+	if (fd >= 0 && used)
+		*used = names[which];
 	return fd;
 }
 

@@ -125,6 +125,13 @@ int san_sidechan_accept(int lfd);
 int san_sidechan_connect(const struct san_sidechan_name *n);
 
 /*
+ * Try @n names in order on one socket: fd of the first that answers, its index in @which (may
+ * be NULL); -ECONNREFUSED when none exists, or the first other error (-EAGAIN: that name's
+ * backlog is full, which ends the search: the next name would be another listener).
+ */
+int san_sidechan_connect_first(const struct san_sidechan_name *names, int n, int *which);
+
+/*
  * Try san_sidechan_dest_names(@dst) in order; fd of the first that answers,
  * and the name in @used (may be NULL). -ECONNREFUSED when none exists.
  */

@@ -279,10 +279,10 @@ int san_up_a_run(struct san_sock *s)
 {
 	struct san_side_rx rx = { .fd = -1, .pidfd = -1 };
 	struct san_shm_params prm = { 0 };
-	struct san_sidechan_name used;
+	struct san_sidechan_name names[1 + SAN_SIDECHAN_DEST_NAMES];
 	struct san_msg m = { 0 };
 	uint64_t netns;
-	int memfd = -1, y = -1, r;
+	int memfd = -1, y = -1, r, nnames, which = 0;
 	uint16_t gone;
 
 	r = san_owner_tuple(s->fd, &s->tuple);
@@ -295,19 +295,20 @@ int san_up_a_run(struct san_sock *s)
 		return san_up_fallback(s, SAN_FB_NO_PROVIDER);
 	if (san_fault(SAN_FAULT_SIDE_REFUSE))
 		return SAN_PROV_NO_PEER;
-	/* The connection's own name first (B in a worker: san_up_name_conn), then the listener's */
-	s->side = -ECONNREFUSED;
-	if (san_sidechan_name_conn(&used, netns, &s->tuple.peer, &s->tuple.local) == 0)
-		s->side = san_sidechan_connect(&used);
+	/*
+	 * The connection's own name first (B in a worker: san_up_name_conn), then the listener's,
+	 * all tried on one socket (a refused AF_UNIX connect leaves it as it was).
+	 */
+	nnames = san_sidechan_name_conn(&names[0], netns, &s->tuple.peer, &s->tuple.local) == 0;
+	r = san_sidechan_dest_names(&s->tuple.peer, netns, names + nnames);
+	s->side = r < 0 ? r : san_sidechan_connect_first(names, nnames + r, &which);
 	/*
 	 * The connection's own name answered: a channel that ends before any answer is a holder
 	 * letting go of it (a process that handed it over at exec closes its name as it closes
 	 * its copies; the next holder binds it again: san_up_name_conn), not a broken peer: A
 	 * proposes again later, as when told NOT_OWNER.
 	 */
-	gone = s->side >= 0 ? SAN_R_NOT_OWNER : SAN_R_CHANNEL;
-	if (s->side == -ECONNREFUSED)
-		s->side = san_sidechan_connect_dest(&s->tuple.peer, netns, &used);
+	gone = s->side >= 0 && nnames && which == 0 ? SAN_R_NOT_OWNER : SAN_R_CHANNEL;
 	s->side = san_fd_hide(s->side);
 	if (s->side == -ECONNREFUSED) {
 		s->side = -1;
@@ -368,6 +369,7 @@ int san_up_a_run(struct san_sock *s)
 		struct san_owner_proof pf;
 
 		proof_of(&pf, &rx, prm.fd_hint);
+		pf.own = &s->tuple; /* asked at the start, under the lock held since */
 
 		/* An abstract name can be bound by anyone: prove B before writing a MARK. */
 		if (san_owner_check_cred(&rx.cred) < 0 || san_owner_prove(s->fd, &pf) < 0) {
@@ -550,13 +552,16 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 		return held == -EBUSY ? SAN_R_BUSY : SAN_R_NOT_OWNER;
 	for (int k = 0;; k++) {
 		struct san_owner_proof pf;
+		struct san_tuple own;
 		bool moved;
 		int fd;
 
 		san_sock_lock(s);
 		fd = s->fd;
+		own = s->tuple; /* known: the PROPOSE found it by this tuple */
 		pthread_mutex_unlock(&s->lock);
 		proof_of(&pf, rx, prm.fd_hint);
+		pf.own = &own;
 		if (san_owner_check_cred(&rx->cred) == 0 && san_owner_prove(fd, &pf) == 0)
 			break;
 		/*
@@ -854,6 +859,8 @@ static void b_listener_read(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_init(&c->w, b_side_read, fd, EV_READ);
 		ev_init(&c->retry, b_propose_retry);
 		san_ev.ev_io_start(loop, &c->w);
+		/* A sends its PROPOSE right after connecting: usually here already (a loop saved) */
+		b_side_read(loop, &c->w, EV_READ);
 	}
 }
 

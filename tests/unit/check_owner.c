@@ -798,6 +798,26 @@ START_TEST(test_prove)
 	pr.fd_hint = 0;
 	ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
 	pr.fd_hint = -1;
+	/*
+	 * With the tuple the caller already asked: the same answer; a tuple that is not fd's
+	 * (another connection's, or fd's reversed) proves nothing, for fd's inode is not its row's.
+	 */
+	{
+		struct san_tuple own, other;
+
+		ck_assert_int_eq(san_owner_tuple(fd, &own), 0);
+		pr.own = &own;
+		ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
+		other = own;
+		other.peer.port ^= 1;
+		pr.own = &other;
+		ck_assert_int_ne(san_owner_prove(fd, &pr), 0);
+		other.local = own.peer;
+		other.peer = own.local;
+		pr.own = &other;
+		ck_assert_int_ne(san_owner_prove(fd, &pr), 0);
+		pr.own = NULL;
+	}
 
 	/* Not the owner: ourselves, and pid 1 (as root we may look, it holds nothing of ours). */
 	pr.pid = getpid();

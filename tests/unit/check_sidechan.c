@@ -386,6 +386,52 @@ START_TEST(test_connect_absent)
 END_TEST
 
 /*
+ * Several names tried on one socket (san_sidechan_connect_first): the refused ones leave it
+ * usable, the one that answers is said, the channel carries a message with the sender's
+ * credentials, and no descriptor is left behind by a search that finds nothing.
+ */
+START_TEST(test_connect_first)
+{
+	struct san_sidechan_name n[3];
+	struct san_side_rx rx;
+	struct san_msg m;
+	int l, c, s, which = -1, before;
+
+	for (int i = 0; i < 3; i++)
+		test_name(&n[i], (uint16_t)(40 + i));
+	before = count_fds();
+	ck_assert_int_eq(san_sidechan_connect_first(n, 3, &which), -ECONNREFUSED);
+	ck_assert_int_eq(san_sidechan_connect_first(n, 0, &which), -ECONNREFUSED);
+	ck_assert_int_eq(count_fds(), before);
+	l = san_sidechan_listen(&n[2]);
+	ck_assert_int_ge(l, 0);
+	c = san_sidechan_connect_first(n, 3, &which);
+	ck_assert_int_ge(c, 0);
+	ck_assert_int_eq(which, 2);
+	ck_assert(fd_nonblock_cloexec(c));
+	s = san_sidechan_accept(l);
+	ck_assert_int_ge(s, 0);
+	propose_init(&m, 7);
+	ck_assert_int_eq(san_sidechan_send(c, &m, -1), 0);
+	ck_assert_int_eq(san_sidechan_recv(s, &rx, true), 0);
+	ck_assert_int_eq(rx.msg.type, SAN_T_PROPOSE);
+	ck_assert_int_eq(rx.msg.seq, 7);
+	ck_assert_int_eq(rx.cred.pid, getpid());
+	san_side_rx_close_fds(&rx);
+	close(c);
+	close(s);
+	/* the first name that answers wins, even with a later one listening too */
+	c = san_sidechan_connect_first(n + 2, 1, NULL);
+	ck_assert_int_ge(c, 0);
+	close(c);
+	close(l);
+	memset(&n[1], 0, sizeof(n[1]));
+	ck_assert_int_eq(san_sidechan_connect_first(n, 3, &which), -EINVAL);
+	ck_assert_int_eq(count_fds(), before);
+}
+END_TEST
+
+/*
  * A name whose backlog is full answers -EAGAIN at once, and the search stops
  * there: the next name would be a different listener.
  */
@@ -953,6 +999,7 @@ Suite *make_sidechan_suite(void)
 	tcase_set_timeout(tc, SAN_UNIT_TIMEOUT);
 	tcase_add_test(tc, test_listen_connect);
 	tcase_add_test(tc, test_connect_absent);
+	tcase_add_test(tc, test_connect_first);
 	tcase_add_test(tc, test_connect_backlog_full);
 	tcase_add_test(tc, test_name_clash);
 	suite_add_tcase(s, tc);
