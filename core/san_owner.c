@@ -887,20 +887,65 @@ static bool san_uid_ambiguous(uint32_t uid)
 	return uid == (uint32_t)strtoul(buf, NULL, 10);
 }
 
+/* The tuple (unless the caller knows it) and the inode of tcp_fd: the proof's first step. */
+static int san_owner_own(int tcp_fd, const struct san_tuple *own_in, struct san_tuple *own,
+			 uint64_t *own_ino)
+{
+	int r;
+
+	if (own_in)
+		*own = *own_in;
+	else if ((r = san_owner_tuple_inner(tcp_fd, own)) < 0)
+		return r;
+	return san_owner_inode(tcp_fd, own_ino);
+}
+
+/* The rows of both ends: ours must be tcp_fd's (so this is the right netns), the peer's found. */
+static int san_owner_rows_lookup(const struct san_tuple *own, uint64_t own_ino, unsigned int flags,
+				 struct san_owner_rows *rows)
+{
+	struct san_tuple peer;
+	struct san_target tg[2];
+	int r;
+
+	san_tuple_reverse(own, &peer);
+	san_target_init(&tg[0], own);
+	san_target_init(&tg[1], &peer);
+	r = san_lookup_targets(tg, 2, flags);
+	if (r < 0)
+		return r;
+	if (tg[0].err || tg[0].ino != own_ino)
+		return -EXDEV;
+	if (tg[1].err)
+		return tg[1].err == -EAGAIN ? -EAGAIN : -EREMOTE;
+	rows->peer_ino = tg[1].ino;
+	rows->peer_uid = tg[1].uid;
+	return 0;
+}
+
+int san_owner_rows_find(int tcp_fd, const struct san_tuple *own_in, unsigned int flags,
+			struct san_owner_rows *rows)
+{
+	struct san_tuple own;
+	uint64_t own_ino;
+	int saved = errno, r = san_owner_own(tcp_fd, own_in, &own, &own_ino);
+
+	if (r == 0)
+		r = san_owner_rows_lookup(&own, own_ino, flags, rows);
+	errno = saved;
+	return r;
+}
+
 static int san_owner_prove_inner(int tcp_fd, const struct san_owner_proof *p)
 {
-	struct san_tuple own, peer;
-	struct san_target tg[2];
-	uint64_t own_ino;
+	struct san_owner_rows found;
+	const struct san_owner_rows *rows = p->rows;
+	struct san_tuple own;
+	uint64_t own_ino = 0;
 	pid_t pid = p->pid;
 	int r;
 
-	if (p->own)
-		own = *p->own;
-	else if ((r = san_owner_tuple_inner(tcp_fd, &own)) < 0)
-		return r;
-	r = san_owner_inode(tcp_fd, &own_ino);
-	if (r < 0)
+	if (!rows && (r = san_owner_own(tcp_fd, p->own, &own, &own_ino)) < 0)
 		return r;
 	if (p->pidfd >= 0) {
 		r = san_pidfd_pid(p->pidfd, &pid);
@@ -909,24 +954,18 @@ static int san_owner_prove_inner(int tcp_fd, const struct san_owner_proof *p)
 	}
 	if (pid <= 0)
 		return -ESRCH;
-
-	/* Our own row too: it must be our socket, which proves the netns is the right one. */
-	san_tuple_reverse(&own, &peer);
-	san_target_init(&tg[0], &own);
-	san_target_init(&tg[1], &peer);
-	r = san_lookup_targets(tg, 2, p->flags);
-	if (r < 0)
-		return r;
-	if (tg[0].err || tg[0].ino != own_ino)
-		return -EXDEV;
-	if (tg[1].err)
-		return tg[1].err == -EAGAIN ? -EAGAIN : -EREMOTE;
+	if (!rows) {
+		r = san_owner_rows_lookup(&own, own_ino, p->flags, &found);
+		if (r < 0)
+			return r;
+		rows = &found;
+	}
 
 	r = -ENOENT;
 	if (p->fd_hint >= 0)
-		r = san_owner_pid_fd_inner(pid, p->fd_hint, tg[1].ino);
+		r = san_owner_pid_fd_inner(pid, p->fd_hint, rows->peer_ino);
 	if (r == -ENOENT)
-		r = san_owner_pid_holds_inner(pid, tg[1].ino, NULL);
+		r = san_owner_pid_holds_inner(pid, rows->peer_ino, NULL);
 	if (r == -ENOENT)
 		return -EPERM;
 	if (r == -EACCES && (p->flags & SAN_OWNER_F_UID))
@@ -935,7 +974,8 @@ static int san_owner_prove_inner(int tcp_fd, const struct san_owner_proof *p)
 		 * kernel, stands for the process. Only a process of that user passes (root too
 		 * only if root owns the socket; see san_owner.h).
 		 */
-		return tg[1].uid == (uint32_t)p->uid && !san_uid_ambiguous(tg[1].uid) ? 0 : -EPERM;
+		return rows->peer_uid == (uint32_t)p->uid && !san_uid_ambiguous(rows->peer_uid) ? 0
+											       : -EPERM;
 	if (r < 0)
 		return r;
 	/*

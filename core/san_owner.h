@@ -211,6 +211,12 @@ bool san_owner_init_userns(void);
 int san_owner_check_cred(const struct ucred *c);
 
 /* How to run the proof. Zero-initialise, then set what you have. */
+/* The endpoint at the other end of a connection, as sock_diag (or /proc/net/tcp) shows it. */
+struct san_owner_rows {
+	uint64_t peer_ino; /* its socket's inode */
+	uint32_t peer_uid; /* its socket's owner */
+};
+
 struct san_owner_proof {
 	pid_t pid;   /* the side-channel peer's pid; ignored when pidfd >= 0 */
 	int pidfd;   /* -1, or a pidfd of the peer (SCM_PIDFD): closes the pid-reuse window */
@@ -222,6 +228,12 @@ struct san_owner_proof {
 	 * the handshake's path): still checked, since the tuple's row must name tcp_fd's inode.
 	 */
 	const struct san_tuple *own;
+	/*
+	 * NULL, or the lookup half of this proof made ahead for tcp_fd (san_owner_rows_find,
+	 * while the peer was busy with its own half): not made again. Only a lookup that found
+	 * the peer's row may be given; one that did not is made again here, when it may have.
+	 */
+	const struct san_owner_rows *rows;
 };
 
 #define SAN_OWNER_F_PROC 0x1u /* skip sock_diag, parse /proc/net/tcp{,6} (tests, measurement) */
@@ -252,6 +264,15 @@ struct san_owner_proof {
  *   other       -errno of a failed system call
  */
 int san_owner_prove(int tcp_fd, const struct san_owner_proof *p);
+
+/*
+ * The lookup half of san_owner_prove(): our own row must name @tcp_fd's inode and the peer's
+ * row must exist with an owner. @own: NULL, or @tcp_fd's tuple as the caller knows it. 0 with
+ * @rows filled, or san_owner_prove()'s -ENOTCONN, -EXDEV, -EREMOTE, -EAGAIN or -errno. Needs
+ * nothing from the peer: a connector runs it while the peer proves it.
+ */
+int san_owner_rows_find(int tcp_fd, const struct san_tuple *own, unsigned int flags,
+			struct san_owner_rows *rows);
 
 /* san_owner_prove() with a bare pid. */
 int san_owner_prove_peer(int tcp_fd, pid_t peer_pid);

@@ -283,6 +283,8 @@ int san_up_a_run(struct san_sock *s)
 	struct san_msg m = { 0 };
 	uint64_t netns;
 	int memfd = -1, y = -1, r, nnames, which = 0;
+	struct san_owner_rows rows;
+	bool rows_ahead;
 	uint16_t gone;
 
 	r = san_owner_tuple(s->fd, &s->tuple);
@@ -318,13 +320,11 @@ int san_up_a_run(struct san_sock *s)
 		return san_up_fallback(s, SAN_R_CHANNEL);
 
 	memfd = memfd_create("sanswitch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (memfd < 0 || map_rings(s, memfd, SAN_RING_SIZE, SAN_BULK_SIZE, true, true) < 0 ||
-	    san_up_pair(&s->xfd, &y) < 0) {
+	if (memfd < 0 || map_rings(s, memfd, SAN_RING_SIZE, SAN_BULK_SIZE, true, true) < 0) {
 		if (memfd >= 0)
 			san_sys_close(memfd);
 		return san_up_fallback(s, SAN_R_RESOURCES);
 	}
-	s->ylocal = y;
 	s->nonce_mine = san_up_nonce();
 	prm.pid = (uint32_t)getpid();
 	prm.fd_hint = s->fd;
@@ -345,6 +345,18 @@ int san_up_a_run(struct san_sock *s)
 	san_sys_close(memfd);
 	if (r < 0)
 		return san_up_fallback(s, r == -EPIPE || r == -ECONNRESET ? gone : SAN_R_CHANNEL);
+	/*
+	 * While B proves us (a third of the handshake's time): what needs nothing of its answer.
+	 * The notification pair, and the lookup half of our proof of B (the rows of both TCP ends:
+	 * B has accepted by now unless A proposes at once, SANSWITCH_SWITCH_AFTER=0; a lookup
+	 * that finds no row yet is made again with the rest of the proof).
+	 */
+	if (san_up_pair(&s->xfd, &y) < 0) {
+		side_abort(s->side, SAN_R_RESOURCES);
+		return san_up_fallback(s, SAN_R_RESOURCES);
+	}
+	s->ylocal = y;
+	rows_ahead = san_owner_rows_find(s->fd, &s->tuple, 0, &rows) == 0;
 
 	r = side_wait(s->side, &rx, true,
 		      (m.u.propose.caps & SAN_CAP_RETRIES) ? SAN_UP_RETRY_TIMEOUT_MS : SAN_UP_TIMEOUT_MS);
@@ -370,6 +382,7 @@ int san_up_a_run(struct san_sock *s)
 
 		proof_of(&pf, &rx, prm.fd_hint);
 		pf.own = &s->tuple; /* asked at the start, under the lock held since */
+		pf.rows = rows_ahead ? &rows : NULL;
 
 		/* An abstract name can be bound by anyone: prove B before writing a MARK. */
 		if (san_owner_check_cred(&rx.cred) < 0 || san_owner_prove(s->fd, &pf) < 0) {

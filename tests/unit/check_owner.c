@@ -818,6 +818,25 @@ START_TEST(test_prove)
 		ck_assert_int_ne(san_owner_prove(fd, &pr), 0);
 		pr.own = NULL;
 	}
+	/*
+	 * The lookup half made ahead (a connector's, while its peer proves it): the same answer;
+	 * rows that name another socket than the peer's (ours) fail the rest of the proof.
+	 */
+	{
+		struct san_owner_rows rows, wrong;
+		struct stat st;
+
+		ck_assert_int_eq(san_owner_rows_find(fd, NULL, flags, &rows), 0);
+		pr.rows = &rows;
+		ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
+		ck_assert_int_eq(fstat(fd, &st), 0);
+		wrong = rows;
+		wrong.peer_ino = st.st_ino;
+		pr.rows = &wrong;
+		ck_assert_int_eq(san_owner_prove(fd, &pr), -EPERM);
+		pr.rows = NULL;
+		ck_assert_int_eq(san_owner_rows_find(-1, NULL, flags, &rows), -EBADF);
+	}
 
 	/* Not the owner: ourselves, and pid 1 (as root we may look, it holds nothing of ours). */
 	pr.pid = getpid();
