@@ -53,15 +53,55 @@ static int san_side_own_fd(int fd)
 
 #define SAN_SIDE_PREFIX "sanswitch/v1/"
 
-int san_sidechan_netns(uint64_t *netns)
+#ifndef SO_NETNS_COOKIE
+#define SO_NETNS_COOKIE 71
+#endif
+
+/* The thread's namespace inode: kernels without the cookie. */
+static int san_side_netns_inode(uint64_t *netns)
 {
-	int saved = errno, r = 0;
 	struct stat st;
 
 	if (stat("/proc/thread-self/ns/net", &st))
-		r = -errno;
-	else
-		*netns = st.st_ino;
+		return -errno;
+	*netns = st.st_ino;
+	return 0;
+}
+
+/* -ENOPROTOOPT where the kernel has no cookie (before 5.14), else 0 or -errno. */
+static int san_side_netns_cookie(int fd, uint64_t *netns)
+{
+	socklen_t len = sizeof(*netns);
+	long r = san_sys_ret(
+		syscall(SYS_getsockopt, (long)fd, (long)SOL_SOCKET, (long)SO_NETNS_COOKIE, netns, &len));
+
+	if (r == 0 && len != sizeof(*netns))
+		r = -ENOPROTOOPT;
+	return (int)r;
+}
+
+int san_sidechan_netns_fd(int fd, uint64_t *netns)
+{
+	int saved = errno, r = san_side_netns_cookie(fd, netns);
+
+	if (r == -ENOPROTOOPT)
+		r = san_side_netns_inode(netns);
+	errno = saved;
+	return r;
+}
+
+int san_sidechan_netns(uint64_t *netns)
+{
+	int saved = errno, fd, r;
+
+	/* a socket made here is in the thread's namespace */
+	fd = (int)san_sys_ret(
+		syscall(SYS_socket, (long)AF_UNIX, (long)(SOCK_DGRAM | SOCK_CLOEXEC), 0L));
+	r = fd < 0 ? -ENOPROTOOPT : san_side_netns_cookie(fd, netns);
+	if (fd >= 0)
+		san_sys_close(fd);
+	if (r == -ENOPROTOOPT)
+		r = san_side_netns_inode(netns);
 	errno = saved;
 	return r;
 }

@@ -84,7 +84,16 @@ struct san_sidechan_name {
 	char path[SAN_SIDECHAN_PATH_MAX]; /* "\0sanswitch/v1/..." */
 };
 
-/* The calling thread's network namespace id (inode of /proc/thread-self/ns/net). */
+/*
+ * The id of a network namespace, as the names carry it: the kernel's cookie of the namespace
+ * (SO_NETNS_COOKIE, Linux 5.14: one getsockopt), or where the kernel has none, the inode of
+ * /proc/thread-self/ns/net (a walk of /proc, about 7 µs, which the switch's path paid at every
+ * proposal and a worker at every connection's first data call). Every process of one host
+ * takes the same of the two, so both ends write a namespace's id alike.
+ * san_sidechan_netns_fd: the namespace of the socket @fd (a connection's or a listener's);
+ * san_sidechan_netns: the calling thread's.
+ */
+int san_sidechan_netns_fd(int fd, uint64_t *netns);
 int san_sidechan_netns(uint64_t *netns);
 
 /*

@@ -293,7 +293,7 @@ int san_up_a_run(struct san_sock *s)
 	s->attempted = true;
 	if (s->ep_overflow)
 		return san_up_fallback(s, SAN_R_STATE);
-	if (r < 0 || san_sidechan_netns(&netns) < 0)
+	if (r < 0 || san_sidechan_netns_fd(s->fd, &netns) < 0)
 		return san_up_fallback(s, SAN_FB_NO_PROVIDER);
 	if (san_fault(SAN_FAULT_SIDE_REFUSE))
 		return SAN_PROV_NO_PEER;
@@ -932,7 +932,7 @@ int san_up_listen(int lfd)
 	uint64_t netns;
 	int sfd, r;
 
-	r = san_sidechan_netns(&netns);
+	r = san_sidechan_netns_fd(lfd, &netns);
 	if (r == 0)
 		r = san_sidechan_listener_name(lfd, netns, &n);
 	if (r < 0)
@@ -1055,7 +1055,7 @@ void san_up_name_conn(struct san_sock *s)
 	if (s->proc->name_retry_ns && now < s->proc->name_retry_ns)
 		return; /* (in use a moment ago: a later call tries) */
 	s->proc->name_decided = true;
-	r = san_sock_tuple(s) ? san_sidechan_netns(&netns) : -ENOTCONN;
+	r = san_sock_tuple(s) ? san_sidechan_netns_fd(s->fd, &netns) : -ENOTCONN;
 	if (!r)
 		r = san_sidechan_name_conn(&n, netns, &s->tuple.local, &s->tuple.peer);
 	fd = r ? r : san_fd_hide(san_sidechan_listen(&n));

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,14 +291,47 @@ START_TEST(test_listener_name_real)
 }
 END_TEST
 
+/*
+ * A namespace's id: the same from the thread and from any socket of the namespace (a TCP
+ * socket, a listener), another in a new namespace (a child that unshares one, where it may),
+ * and a socket keeps its namespace's id after its thread has gone into another.
+ */
 START_TEST(test_netns)
 {
-	struct stat st;
-	uint64_t ns = 0;
+	uint64_t ns = 0, ns_tcp = 1, ns_l = 2, child[2] = { 0, 0 };
+	int tcp = socket(AF_INET, SOCK_STREAM, 0), l = socket(AF_INET6, SOCK_STREAM, 0), p[2];
+	pid_t pid;
 
+	ck_assert_int_ge(tcp, 0);
+	ck_assert_int_ge(l, 0);
 	ck_assert_int_eq(san_sidechan_netns(&ns), 0);
-	ck_assert_int_eq(stat("/proc/self/ns/net", &st), 0);
-	ck_assert_uint_eq(ns, st.st_ino);
+	ck_assert_int_eq(san_sidechan_netns_fd(tcp, &ns_tcp), 0);
+	ck_assert_int_eq(san_sidechan_netns_fd(l, &ns_l), 0);
+	ck_assert_uint_eq(ns, ns_tcp);
+	ck_assert_uint_eq(ns, ns_l);
+	ck_assert_int_ne(san_sidechan_netns_fd(-1, &ns_l), 0);
+
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		uint64_t v[2] = { 0, 0 };
+
+		/* (no new namespace without CAP_SYS_ADMIN: say so with zeros) */
+		if (unshare(CLONE_NEWNET) == 0 && san_sidechan_netns(&v[0]) == 0)
+			(void)san_sidechan_netns_fd(tcp, &v[1]);
+		_exit(write(p[1], v, sizeof(v)) == sizeof(v) ? 0 : 1);
+	}
+	close(p[1]);
+	ck_assert_int_eq(read(p[0], child, sizeof(child)), (ssize_t)sizeof(child));
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+	if (child[0]) {
+		ck_assert_uint_ne(child[0], ns);
+		ck_assert_uint_eq(child[1], ns); /* the socket made before stays in ours */
+	}
+	close(tcp);
+	close(l);
 }
 END_TEST
 
