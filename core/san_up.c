@@ -508,6 +508,29 @@ static uint16_t b_not_found(const struct san_tuple *t)
 	return SAN_R_STATE;
 }
 
+/*
+ * B's engine keeps one notification pair made ahead, after an ACCEPT has gone (while A proves
+ * us), so that the next PROPOSE's answer does not wait for its six system calls. Engine thread
+ * only; a fork child closes its copies (san_up_atfork_child).
+ */
+static int spare_x = -1, spare_y = -1;
+
+static int b_pair(int *x, int *y)
+{
+	if (spare_x < 0)
+		return san_up_pair(x, y);
+	*x = spare_x;
+	*y = spare_y;
+	spare_x = spare_y = -1;
+	return 0;
+}
+
+static void b_pair_ahead(void)
+{
+	if (spare_x < 0 && san_up_pair(&spare_x, &spare_y) < 0)
+		spare_x = spare_y = -1;
+}
+
 static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 {
 	const struct san_propose *p = &rx->msg.u.propose;
@@ -589,7 +612,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 		/* (our own number closed meanwhile: a forked copy's parent lets go) */
 		return san_sock_current(s) ? SAN_R_CREDENTIALS : SAN_R_NOT_OWNER;
 	}
-	if (san_up_pair(&x, &y) < 0)
+	if (b_pair(&x, &y) < 0)
 		return SAN_R_RESOURCES;
 	san_sock_lock(s);
 	if (s->in_kernel || san_sock_fork_gen() != gen) {
@@ -800,6 +823,8 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 	} else {
 		san_ev.ev_io_start(loop, &c->w);
 	}
+	if (!why)
+		b_pair_ahead(); /* (the answer has gone: A proves us meanwhile) */
 }
 
 static void b_propose_retry(struct ev_loop *loop, ev_timer *t, int revents)
@@ -1123,6 +1148,12 @@ void san_up_unname_child(struct san_sock *s)
 void san_up_atfork_child(void)
 {
 	struct side_listener *l, *next;
+
+	if (spare_x >= 0)
+		san_sys_close(spare_x);
+	if (spare_y >= 0)
+		san_sys_close(spare_y);
+	spare_x = spare_y = -1;
 
 	pthread_mutex_init(&listeners_lock, NULL);
 	for (l = listeners; l; l = next) {
