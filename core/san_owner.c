@@ -16,7 +16,6 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
@@ -794,60 +793,9 @@ int san_owner_check_cred(const struct ucred *c)
 }
 
 /*
- * PIDFD_GET_INFO (Linux 6.13), which Debian 12's headers do not have: the pid in one ioctl, where
- * the fdinfo costs an open of a /proc path, a read and a close (about 20 µs of B's proof, on the
- * switch's path). The first 64 bytes of the kernel's struct, which it accepts as they are.
- */
-struct san_pidfd_info {
-	uint64_t mask;
-	uint64_t cgroupid;
-	uint32_t pid, tgid, ppid;
-	uint32_t ids[8]; /* ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid */
-	uint32_t spare;
-};
-#define SAN_PIDFD_GET_INFO _IOWR(0xFF, 11, struct san_pidfd_info)
-#define SAN_PIDFD_INFO_PID 1ull
-
-/*
- * 0: not known yet; 1: the kernel answered it; -1: it refused it for a pidfd (ENOTTY, EINVAL:
- * no such request before 6.13), so the fdinfo at once. A refusal alone says nothing, since a
- * number that is no pidfd is refused alike: only the fdinfo that then reads a pid settles it.
- */
-static int san_pidfd_info_works;
-
-void san_owner_test_pidfd_info(int works)
-{
-	__atomic_store_n(&san_pidfd_info_works, works, __ATOMIC_RELAXED);
-}
-
-/* The pid by PIDFD_GET_INFO: 0, -ESRCH (gone), -ENOTTY (refused: ask the fdinfo), or -errno. */
-static int san_pidfd_pid_ioctl(int pidfd, pid_t *pid)
-{
-	struct san_pidfd_info info;
-	int works = __atomic_load_n(&san_pidfd_info_works, __ATOMIC_RELAXED);
-	long r;
-
-	if (works < 0)
-		return -ENOTTY;
-	memset(&info, 0, sizeof(info));
-	info.mask = SAN_PIDFD_INFO_PID;
-	r = san_sys_ret(syscall(SYS_ioctl, (long)pidfd, (long)SAN_PIDFD_GET_INFO, &info));
-	if (r == -ENOTTY || r == -EINVAL)
-		/* where the kernel has answered before, this number is no pidfd */
-		return works > 0 ? -EBADF : -ENOTTY;
-	if (r < 0)
-		return (int)r;
-	__atomic_store_n(&san_pidfd_info_works, 1, __ATOMIC_RELAXED);
-	if (!(info.mask & SAN_PIDFD_INFO_PID) || info.pid == 0 || info.pid > INT_MAX)
-		return -ESRCH;
-	*pid = (pid_t)info.pid;
-	return 0;
-}
-
-/*
- * The pid a pidfd refers to: by PIDFD_GET_INFO where the kernel has it, else from its fdinfo
- * ("Pid:\t<n>", -1 once the process has been reaped; since Linux 5.3). -ESRCH when it is gone,
- * -EBADF when @pidfd is not a pidfd.
+ * The pid a pidfd refers to, from its fdinfo ("Pid:\t<n>", -1 once the
+ * process has been reaped; since Linux 5.3). -ESRCH when it is gone, -EBADF
+ * when @pidfd is not a pidfd.
  */
 static int san_pidfd_pid(int pidfd, pid_t *pid)
 {
@@ -855,10 +803,8 @@ static int san_pidfd_pid(int pidfd, pid_t *pid)
 	uint64_t v;
 	const char *q;
 	long n;
-	int fd, r = san_pidfd_pid_ioctl(pidfd, pid);
+	int fd;
 
-	if (r != -ENOTTY)
-		return r;
 	snprintf(path, sizeof(path), "/proc/thread-self/fdinfo/%d", pidfd);
 	fd = openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -875,8 +821,6 @@ static int san_pidfd_pid(int pidfd, pid_t *pid)
 	san_skip_ws(&q, buf + n);
 	if (q < buf + n && *q == '-')
 		return -ESRCH;
-	/* a pidfd the kernel's ioctl refused: it has none, ask the fdinfo from now on */
-	__atomic_store_n(&san_pidfd_info_works, -1, __ATOMIC_RELAXED);
 	if (!san_parse_dec(&q, buf + n, INT_MAX, &v) || v == 0)
 		return -ESRCH;
 	*pid = (pid_t)v;

@@ -274,12 +274,6 @@ int san_owner_prove(int tcp_fd, const struct san_owner_proof *p);
 int san_owner_rows_find(int tcp_fd, const struct san_tuple *own, unsigned int flags,
 			struct san_owner_rows *rows);
 
-/*
- * Tests: how the pid of a pidfd is read: 1 PIDFD_GET_INFO (Linux 6.13), -1 its fdinfo (what
- * older kernels need), 0 find out (the default).
- */
-void san_owner_test_pidfd_info(int works);
-
 /* san_owner_prove() with a bare pid. */
 int san_owner_prove_peer(int tcp_fd, pid_t peer_pid);
 
