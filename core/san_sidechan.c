@@ -354,6 +354,14 @@ int san_sidechan_connect_first(const struct san_sidechan_name *names, int n, int
 		r = san_side_connect_on(fd, &names[i]);
 	if (r == 0)
 		r = san_sys_setsockopt_int(fd, SOL_SOCKET, SO_PASSCRED, 1);
+	/*
+	 * And the answerer's pidfd with each message (Linux 6.5; before, none comes and the
+	 * proof goes by pid): its proof then reads the pid /proc knows it by and ends with
+	 * the process still alive, as the listener's side has it (set after connect() as
+	 * SO_PASSCRED is: either one set before would autobind the socket).
+	 */
+	if (r == 0)
+		(void)san_sys_setsockopt_int(fd, SOL_SOCKET, SO_PASSPIDFD, 1);
 	if (r < 0) {
 		san_sys_close(fd);
 		fd = (int)r;

@@ -452,6 +452,19 @@ START_TEST(test_connect_first)
 	ck_assert_int_eq(rx.msg.seq, 7);
 	ck_assert_int_eq(rx.cred.pid, getpid());
 	san_side_rx_close_fds(&rx);
+	/* the answer back carries the answerer's credentials, and its pidfd where the kernel
+	 * makes one (6.5: SO_PASSPIDFD known), as the listener's side gets the proposer's */
+	ck_assert_int_eq(san_sidechan_send(s, &m, -1), 0);
+	ck_assert_int_eq(san_sidechan_recv(c, &rx, true), 0);
+	ck_assert_int_eq(rx.cred.pid, getpid());
+	{
+		int one = 1, t = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+
+		if (setsockopt(t, SOL_SOCKET, 76 /* SO_PASSPIDFD */, &one, sizeof(one)) == 0)
+			ck_assert_int_ge(rx.pidfd, 0);
+		close(t);
+	}
+	san_side_rx_close_fds(&rx);
 	close(c);
 	close(s);
 	/* the first name that answers wins, even with a later one listening too */
