@@ -327,15 +327,25 @@ static int san_diag_query(int nl, struct san_target *tg, uint32_t seq)
 	return 0;
 }
 
-static int san_diag_lookup_targets(struct san_target *tg, int n)
+/* kept: a netlink socket the caller keeps open (san_owner_diag_open), or -1: one of our own */
+static int san_diag_lookup_targets(struct san_target *tg, int n, int kept)
 {
-	int nl = san_diag_open(), r = 0;
+	int nl = kept >= 0 ? kept : san_diag_open(), r = 0;
 
 	if (nl < 0)
 		return nl;
 	for (int i = 0; i < n && r == 0; i++)
 		r = san_diag_query(nl, &tg[i], (uint32_t)i + 1);
-	san_sys_close(nl);
+	if (nl != kept)
+		san_sys_close(nl);
+	return r;
+}
+
+int san_owner_diag_open(void)
+{
+	int saved = errno, r = san_diag_open();
+
+	errno = saved;
 	return r;
 }
 
@@ -347,7 +357,7 @@ int san_owner_diag_lookup(const struct san_tuple *t, uint64_t *ino)
 	if (!san_tuple_valid(t))
 		return -EINVAL;
 	san_target_init(&tg, t);
-	r = san_diag_lookup_targets(&tg, 1);
+	r = san_diag_lookup_targets(&tg, 1, -1);
 	if (r == 0) {
 		r = tg.err;
 		*ino = tg.ino;
@@ -634,12 +644,12 @@ int san_owner_proc_lookup_file(const char *path, bool v6, const struct san_tuple
  * "no such socket" (-ENOENT) without ever having answered in this process:
  * that is also what a kernel without inet_diag says.
  */
-static int san_lookup_targets(struct san_target *tg, int n, unsigned int flags)
+static int san_lookup_targets(struct san_target *tg, int n, unsigned int flags, int kept)
 {
 	int r;
 
 	if (!(flags & SAN_OWNER_F_PROC)) {
-		r = san_diag_lookup_targets(tg, n);
+		r = san_diag_lookup_targets(tg, n, kept);
 		if (r == 0 &&
 		    (__atomic_load_n(&san_diag_works, __ATOMIC_RELAXED) || san_targets_done(tg, n)))
 			return 0;
@@ -657,7 +667,7 @@ int san_owner_find_inode(const struct san_tuple *t, uint64_t *ino)
 	if (!san_tuple_valid(t))
 		return -EINVAL;
 	san_target_init(&tg, t);
-	r = san_lookup_targets(&tg, 1, 0);
+	r = san_lookup_targets(&tg, 1, 0, -1);
 	if (r == 0) {
 		r = tg.err;
 		*ino = tg.ino;
@@ -902,7 +912,7 @@ static int san_owner_own(int tcp_fd, const struct san_tuple *own_in, struct san_
 
 /* The rows of both ends: ours must be tcp_fd's (so this is the right netns), the peer's found. */
 static int san_owner_rows_lookup(const struct san_tuple *own, uint64_t own_ino, unsigned int flags,
-				 struct san_owner_rows *rows)
+				 int kept, struct san_owner_rows *rows)
 {
 	struct san_tuple peer;
 	struct san_target tg[2];
@@ -911,7 +921,7 @@ static int san_owner_rows_lookup(const struct san_tuple *own, uint64_t own_ino, 
 	san_tuple_reverse(own, &peer);
 	san_target_init(&tg[0], own);
 	san_target_init(&tg[1], &peer);
-	r = san_lookup_targets(tg, 2, flags);
+	r = san_lookup_targets(tg, 2, flags, kept);
 	if (r < 0)
 		return r;
 	if (tg[0].err || tg[0].ino != own_ino)
@@ -931,8 +941,28 @@ int san_owner_rows_find(int tcp_fd, const struct san_tuple *own_in, unsigned int
 	int saved = errno, r = san_owner_own(tcp_fd, own_in, &own, &own_ino);
 
 	if (r == 0)
-		r = san_owner_rows_lookup(&own, own_ino, flags, rows);
+		r = san_owner_rows_lookup(&own, own_ino, flags, -1, rows);
 	errno = saved;
+	return r;
+}
+
+/*
+ * Does the process behind @pidfd hold socket inode @ino at its number @fd? A copy of that fd
+ * (pidfd_getfd, Linux 5.6) and its inode: no /proc, so no pid to read, to be reused or to mean
+ * another process in /proc's pid namespace, and three system calls where the fdinfo and the
+ * link cost a walk of /proc each. It needs the right to ptrace the process (its user's, and
+ * what Yama allows): -EPERM otherwise, and the proof goes by /proc as before.
+ */
+static int san_pidfd_holds(int pidfd, int fd, uint64_t ino)
+{
+	struct stat st;
+	long copy = san_sys_ret(syscall(SYS_pidfd_getfd, (long)pidfd, (long)fd, 0L));
+	int r;
+
+	if (copy < 0)
+		return (int)copy;
+	r = fstat((int)copy, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == ino ? 0 : -ENOENT;
+	san_sys_close((int)copy);
 	return r;
 }
 
@@ -947,6 +977,17 @@ static int san_owner_prove_inner(int tcp_fd, const struct san_owner_proof *p)
 
 	if (!rows && (r = san_owner_own(tcp_fd, p->own, &own, &own_ino)) < 0)
 		return r;
+	if (p->pidfd >= 0 && p->fd_hint >= 0) {
+		/* the pidfd's process holds it at the number it said: proven, by the process itself */
+		if (!rows) {
+			r = san_owner_rows_lookup(&own, own_ino, p->flags, p->diag_fd - 1, &found);
+			if (r < 0)
+				return r;
+			rows = &found;
+		}
+		if (san_pidfd_holds(p->pidfd, p->fd_hint, rows->peer_ino) == 0)
+			return 0;
+	}
 	if (p->pidfd >= 0) {
 		r = san_pidfd_pid(p->pidfd, &pid);
 		if (r < 0)
@@ -955,7 +996,7 @@ static int san_owner_prove_inner(int tcp_fd, const struct san_owner_proof *p)
 	if (pid <= 0)
 		return -ESRCH;
 	if (!rows) {
-		r = san_owner_rows_lookup(&own, own_ino, p->flags, &found);
+		r = san_owner_rows_lookup(&own, own_ino, p->flags, p->diag_fd - 1, &found);
 		if (r < 0)
 			return r;
 		rows = &found;

@@ -234,6 +234,12 @@ struct san_owner_proof {
 	 * the peer's row may be given; one that did not is made again here, when it may have.
 	 */
 	const struct san_owner_rows *rows;
+	/*
+	 * 0, or 1 + a netlink socket of san_owner_diag_open() that the caller keeps for its
+	 * proofs (B's engine: one socket fewer to make on the switch's path); 0 (the default of
+	 * a zeroed proof): one made and closed here.
+	 */
+	int diag_fd;
 };
 
 #define SAN_OWNER_F_PROC 0x1u /* skip sock_diag, parse /proc/net/tcp{,6} (tests, measurement) */
@@ -273,6 +279,9 @@ int san_owner_prove(int tcp_fd, const struct san_owner_proof *p);
  */
 int san_owner_rows_find(int tcp_fd, const struct san_tuple *own, unsigned int flags,
 			struct san_owner_rows *rows);
+
+/* A NETLINK_SOCK_DIAG socket (close-on-exec) for san_owner_proof.diag_fd; fd or -errno. */
+int san_owner_diag_open(void);
 
 /* san_owner_prove() with a bare pid. */
 int san_owner_prove_peer(int tcp_fd, pid_t peer_pid);

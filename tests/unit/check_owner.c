@@ -837,6 +837,22 @@ START_TEST(test_prove)
 		pr.rows = NULL;
 		ck_assert_int_eq(san_owner_rows_find(-1, NULL, flags, &rows), -EBADF);
 	}
+	/* A netlink socket the caller keeps (B's engine), used proof after proof. */
+	{
+		int nl = san_owner_diag_open();
+
+		ck_assert_int_ge(nl, 0);
+		pr.diag_fd = nl + 1;
+		for (int k = 0; k < 3; k++)
+			ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
+		pr.pid = getpid();
+		ck_assert_int_eq(san_owner_prove(fd, &pr), -EPERM);
+		pr.pid = h.pid;
+		ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
+		ck_assert_int_ne(fcntl(nl, F_GETFD), -1); /* still ours, still open */
+		pr.diag_fd = 0;
+		close(nl);
+	}
 
 	/* Not the owner: ourselves, and pid 1 (as root we may look, it holds nothing of ours). */
 	pr.pid = getpid();
@@ -967,6 +983,28 @@ START_TEST(test_prove_pidfd)
 	ck_assert_int_ge(pidfd, 0);
 	pr.pidfd = pidfd;
 	ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
+	/*
+	 * With the peer's fd number too: its copy through the pidfd proves it (no /proc); a number
+	 * that is another file of its, or none, and the proof goes by /proc as without it.
+	 */
+	pr.fd_hint = h.fd;
+	ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
+	pr.fd_hint = 0;
+	ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
+	pr.fd_hint = 1000;
+	ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
+	/* ourselves, naming our own end: a socket of the connection, not the peer's end */
+	{
+		int me = pidfd_open_(getpid());
+
+		ck_assert_int_ge(me, 0);
+		pr.pidfd = me;
+		pr.fd_hint = fd;
+		ck_assert_int_eq(san_owner_prove(fd, &pr), -EPERM);
+		pr.pidfd = pidfd;
+		close(me);
+	}
+	pr.fd_hint = -1;
 	/* pid is ignored when a pidfd is given. */
 	pr.pid = 1;
 	ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
