@@ -946,26 +946,6 @@ int san_owner_rows_find(int tcp_fd, const struct san_tuple *own_in, unsigned int
 	return r;
 }
 
-/*
- * Does the process behind @pidfd hold socket inode @ino at its number @fd? A copy of that fd
- * (pidfd_getfd, Linux 5.6) and its inode: no /proc, so no pid to read, to be reused or to mean
- * another process in /proc's pid namespace, and three system calls where the fdinfo and the
- * link cost a walk of /proc each. It needs the right to ptrace the process (its user's, and
- * what Yama allows): -EPERM otherwise, and the proof goes by /proc as before.
- */
-static int san_pidfd_holds(int pidfd, int fd, uint64_t ino)
-{
-	struct stat st;
-	long copy = san_sys_ret(syscall(SYS_pidfd_getfd, (long)pidfd, (long)fd, 0L));
-	int r;
-
-	if (copy < 0)
-		return (int)copy;
-	r = fstat((int)copy, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == ino ? 0 : -ENOENT;
-	san_sys_close((int)copy);
-	return r;
-}
-
 static int san_owner_prove_inner(int tcp_fd, const struct san_owner_proof *p)
 {
 	struct san_owner_rows found;
@@ -977,17 +957,6 @@ static int san_owner_prove_inner(int tcp_fd, const struct san_owner_proof *p)
 
 	if (!rows && (r = san_owner_own(tcp_fd, p->own, &own, &own_ino)) < 0)
 		return r;
-	if (p->pidfd >= 0 && p->fd_hint >= 0) {
-		/* the pidfd's process holds it at the number it said: proven, by the process itself */
-		if (!rows) {
-			r = san_owner_rows_lookup(&own, own_ino, p->flags, p->diag_fd - 1, &found);
-			if (r < 0)
-				return r;
-			rows = &found;
-		}
-		if (san_pidfd_holds(p->pidfd, p->fd_hint, rows->peer_ino) == 0)
-			return 0;
-	}
 	if (p->pidfd >= 0) {
 		r = san_pidfd_pid(p->pidfd, &pid);
 		if (r < 0)

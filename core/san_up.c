@@ -393,9 +393,12 @@ int san_up_a_run(struct san_sock *s)
 	}
 	s->ypeer = san_fd_hide(rx.fd);
 	rx.fd = -1;
-	/* kept: a direct read is trusted only while the process it read from still lives */
-	s->peer_pidfd = rx.pidfd >= 0 ? san_fd_hide(rx.pidfd) : -1;
-	rx.pidfd = -1;
+	/*
+	 * B's pidfd served the proof only: kept, it would turn on the direct read of B's buffers
+	 * on this side too (san_conn.c: HELLO's SAN_CAP_DIRECT_READ), which B alone does and
+	 * is tested for.
+	 */
+	s->peer_pidfd = -1;
 	san_side_rx_close_fds(&rx);
 	s->peer_pid = rx.cred.pid;
 	cma_for_peer(s, rx.cred.uid);
@@ -514,11 +517,29 @@ static uint16_t b_not_found(const struct san_tuple *t)
  * only; a fork child closes its copies (san_up_atfork_child).
  */
 static int spare_x = -1, spare_y = -1;
+static uint64_t spare_ino[2];
+
+/*
+ * The inode behind a number we keep between connections: the application may have closed it
+ * (close_range, closefrom and dup2 onto our numbers are not all seen) and the number may name
+ * one of its files since. Such a number is left alone, never used nor closed.
+ */
+static uint64_t fd_ino(int fd)
+{
+	struct stat st;
+
+	return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) ? (uint64_t)st.st_ino : 0;
+}
 
 static int b_pair(int *x, int *y)
 {
-	if (spare_x < 0)
+	bool ours = spare_x >= 0 && fd_ino(spare_x) == spare_ino[0] &&
+		    fd_ino(spare_y) == spare_ino[1];
+
+	if (!ours) {
+		spare_x = spare_y = -1;
 		return san_up_pair(x, y);
+	}
 	*x = spare_x;
 	*y = spare_y;
 	spare_x = spare_y = -1;
@@ -527,8 +548,14 @@ static int b_pair(int *x, int *y)
 
 static void b_pair_ahead(void)
 {
-	if (spare_x < 0 && san_up_pair(&spare_x, &spare_y) < 0)
+	if (spare_x >= 0)
+		return;
+	if (san_up_pair(&spare_x, &spare_y) < 0) {
 		spare_x = spare_y = -1;
+		return;
+	}
+	spare_ino[0] = fd_ino(spare_x);
+	spare_ino[1] = fd_ino(spare_y);
 }
 
 /*
@@ -537,17 +564,22 @@ static void b_pair_ahead(void)
  * have left a reply in it that the next one would take for its own.
  */
 static int engine_diag = -1;
+static uint64_t engine_diag_ino;
 
 static int b_diag_fd(void)
 {
-	if (engine_diag < 0)
+	if (engine_diag >= 0 && fd_ino(engine_diag) != engine_diag_ino)
+		engine_diag = -1; /* (not ours any more: see fd_ino) */
+	if (engine_diag < 0) {
 		engine_diag = san_fd_hide(san_owner_diag_open());
+		engine_diag_ino = fd_ino(engine_diag);
+	}
 	return engine_diag >= 0 ? engine_diag + 1 : 0;
 }
 
 static void b_diag_drop(void)
 {
-	if (engine_diag >= 0)
+	if (engine_diag >= 0 && fd_ino(engine_diag) == engine_diag_ino)
 		san_sys_close(engine_diag);
 	engine_diag = -1;
 }
@@ -1172,9 +1204,9 @@ void san_up_atfork_child(void)
 {
 	struct side_listener *l, *next;
 
-	if (spare_x >= 0)
+	if (spare_x >= 0 && fd_ino(spare_x) == spare_ino[0])
 		san_sys_close(spare_x);
-	if (spare_y >= 0)
+	if (spare_y >= 0 && fd_ino(spare_y) == spare_ino[1])
 		san_sys_close(spare_y);
 	spare_x = spare_y = -1;
 	b_diag_drop();

@@ -984,8 +984,8 @@ START_TEST(test_prove_pidfd)
 	pr.pidfd = pidfd;
 	ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
 	/*
-	 * With the peer's fd number too: its copy through the pidfd proves it (no /proc); a number
-	 * that is another file of its, or none, and the proof goes by /proc as without it.
+	 * With the peer's fd number too: the right one, another file of its, none at that number
+	 * (the scan then finds it).
 	 */
 	pr.fd_hint = h.fd;
 	ck_assert_int_eq(san_owner_prove(fd, &pr), 0);
