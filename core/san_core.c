@@ -5,7 +5,6 @@
 
 #include "core/san_config.h"
 #include "core/san_core.h"
-#include "core/san_owner.h"
 #include "core/san_engine.h"
 #include "core/san_execpath.h"
 #include "core/san_fdtable.h"
@@ -58,7 +57,6 @@ void san_core_atfork_child(void)
 {
 	san_log_atfork_child();
 	san_sig_atfork_child();
-	san_owner_atfork_child(); /* (the child may live in a pid namespace its parent made) */
 	san_engine_atfork_child();
 	san_sock_atfork_child();
 	san_stats_atfork_child();

@@ -16,7 +16,6 @@
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
@@ -804,114 +803,18 @@ int san_owner_check_cred(const struct ucred *c)
 }
 
 /*
- * PIDFD_GET_INFO (Linux 6.13), which Debian 12's headers do not have: the pid in one ioctl, where
- * the fdinfo costs an open of a /proc path, a read and a close (about 20 µs of B's proof, on the
- * switch's path). The first 64 bytes of the kernel's struct, which it accepts as they are.
+ * The pid a pidfd refers to, from its fdinfo ("Pid:\t<n>", -1 once the
+ * process has been reaped; since Linux 5.3). -ESRCH when it is gone, -EBADF
+ * when @pidfd is not a pidfd.
  */
-struct san_pidfd_info {
-	uint64_t mask;
-	uint64_t cgroupid;
-	uint32_t pid, tgid, ppid;
-	uint32_t ids[8]; /* ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid */
-	uint32_t spare;
-};
-#define SAN_PIDFD_GET_INFO _IOWR(0xFF, 11, struct san_pidfd_info)
-#define SAN_PIDFD_INFO_PID 1ull
-
-/*
- * 0: not known yet; 1: the kernel answered it; -1: it refused it for a pidfd (ENOTTY, EINVAL:
- * no such request before 6.13), so the fdinfo at once. A refusal alone says nothing, since a
- * number that is no pidfd is refused alike: only the fdinfo that then reads a pid settles it.
- */
-static int san_pidfd_info_works;
-
-void san_owner_test_pidfd_info(int works)
-{
-	__atomic_store_n(&san_pidfd_info_works, works, __ATOMIC_RELAXED);
-}
-
-/*
- * Does /proc number processes as our own pid namespace does? The ioctl answers in ours, the
- * proof looks in /proc: where /proc was mounted for an ancestor (`unshare --pid` without a new
- * /proc) the same number is another process there (a first version passed the proof for a
- * process that held nothing). /proc/self/status's NSpid lists our pid in each namespace from
- * /proc's down to ours: ours alone, and the number getpid() says, or it is not ours. Asked once
- * per process (0 unknown, 1 ours, -1 not); a fork child asks again (its parent may have
- * unshared a pid namespace for it).
- */
-static int san_proc_ours;
-
-void san_owner_atfork_child(void)
-{
-	__atomic_store_n(&san_proc_ours, 0, __ATOMIC_RELAXED);
-}
-
-static int san_read_small(const char *path, char *buf, size_t len);
-
-static bool san_proc_is_ours(void)
-{
-	int v = __atomic_load_n(&san_proc_ours, __ATOMIC_RELAXED);
-	char buf[4096];
-	const char *p, *e;
-	uint64_t pid;
-
-	if (v)
-		return v > 0;
-	v = -1;
-	if (san_read_small("/proc/self/status", buf, sizeof(buf)) == 0 &&
-	    (p = strstr(buf, "\nNSpid:"))) {
-		e = strchr(p + 1, '\n');
-		e = e ? e : buf + strlen(buf);
-		p += 7;
-		san_skip_ws(&p, e);
-		if (san_parse_dec(&p, e, INT_MAX, &pid) && pid == (uint64_t)getpid()) {
-			san_skip_ws(&p, e);
-			if (p == e)
-				v = 1; /* one number: /proc's namespace is ours */
-		}
-	}
-	__atomic_store_n(&san_proc_ours, v, __ATOMIC_RELAXED);
-	return v > 0;
-}
-
-/*
- * The pid by PIDFD_GET_INFO: 0, or -ENOTTY: not here (no such request, /proc not of our pid
- * namespace) or any error, which the fdinfo then tells apart (gone, not a pidfd); *refused
- * when the kernel did not know the request.
- */
-static int san_pidfd_pid_ioctl(int pidfd, pid_t *pid, bool *refused)
-{
-	struct san_pidfd_info info;
-	long r;
-
-	*refused = false;
-	if (__atomic_load_n(&san_pidfd_info_works, __ATOMIC_RELAXED) < 0 || !san_proc_is_ours())
-		return -ENOTTY;
-	memset(&info, 0, sizeof(info));
-	info.mask = SAN_PIDFD_INFO_PID;
-	r = san_sys_ret(syscall(SYS_ioctl, (long)pidfd, (long)SAN_PIDFD_GET_INFO, &info));
-	if (r < 0) {
-		*refused = r == -ENOTTY || r == -EINVAL;
-		return -ENOTTY;
-	}
-	__atomic_store_n(&san_pidfd_info_works, 1, __ATOMIC_RELAXED);
-	if (!(info.mask & SAN_PIDFD_INFO_PID) || info.pid == 0 || info.pid > INT_MAX)
-		return -ENOTTY;
-	*pid = (pid_t)info.pid;
-	return 0;
-}
-
 static int san_pidfd_pid(int pidfd, pid_t *pid)
 {
 	char path[48], buf[512], *p;
 	uint64_t v;
 	const char *q;
 	long n;
-	bool refused;
 	int fd;
 
-	if (san_pidfd_pid_ioctl(pidfd, pid, &refused) == 0)
-		return 0;
 	snprintf(path, sizeof(path), "/proc/thread-self/fdinfo/%d", pidfd);
 	fd = openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -928,9 +831,6 @@ static int san_pidfd_pid(int pidfd, pid_t *pid)
 	san_skip_ws(&q, buf + n);
 	if (q < buf + n && *q == '-')
 		return -ESRCH;
-	/* a pidfd the kernel's ioctl did not know: it has none, ask the fdinfo from now on */
-	if (refused)
-		__atomic_store_n(&san_pidfd_info_works, -1, __ATOMIC_RELAXED);
 	if (!san_parse_dec(&q, buf + n, INT_MAX, &v) || v == 0)
 		return -ESRCH;
 	*pid = (pid_t)v;

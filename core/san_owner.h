@@ -283,15 +283,6 @@ int san_owner_rows_find(int tcp_fd, const struct san_tuple *own, unsigned int fl
 /* A NETLINK_SOCK_DIAG socket (close-on-exec) for san_owner_proof.diag_fd; fd or -errno. */
 int san_owner_diag_open(void);
 
-/*
- * Tests: how the pid of a pidfd is read: 1 PIDFD_GET_INFO (Linux 6.13, where /proc is of our pid
- * namespace), -1 its fdinfo (what older kernels need), 0 find out (the default).
- */
-void san_owner_test_pidfd_info(int works);
-
-/* A fork child: whether /proc numbers processes as we do is asked again (san_owner.c). */
-void san_owner_atfork_child(void);
-
 /* san_owner_prove() with a bare pid. */
 int san_owner_prove_peer(int tcp_fd, pid_t peer_pid);
 
