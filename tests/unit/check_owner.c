@@ -1020,6 +1020,63 @@ START_TEST(test_prove_pidfd)
 }
 END_TEST
 
+/*
+ * In a pid namespace that shares its parent's /proc (unshare --pid without a new /proc), the
+ * pid of a pidfd must be read as /proc numbers it (its fdinfo), not as the caller's namespace
+ * does (PIDFD_GET_INFO): there the holder is a small number that /proc gives to another process
+ * (a version that used the ioctl rejected the true holder here, and passed a process that held
+ * nothing). Run in a grandchild that is pid 1 of a new namespace; needs CAP_SYS_ADMIN.
+ */
+static int pidns_prove(void)
+{
+	struct san_owner_proof pr = { .pid = 0, .fd_hint = -1 };
+	struct holder h;
+	uint16_t port;
+	int lfd, fd, pidfd, r;
+
+	lfd = cfg_listen(CFG_V4, &port);
+	if (lfd < 0)
+		return 30;
+	holder_spawn(&h, body_connect, CFG_V4, port);
+	holder_read(&h, &h.fd, sizeof(h.fd));
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	pidfd = pidfd_open_(h.pid);
+	if (fd < 0 || pidfd < 0)
+		return 31;
+	pr.pidfd = pidfd;
+	r = san_owner_prove(fd, &pr);
+	holder_stop(&h);
+	if (r)
+		fprintf(stderr, "pidns: holder %d, proof %d\n", (int)h.pid, r);
+	return r ? 32 : 0;
+}
+
+START_TEST(test_prove_pidns)
+{
+	int st;
+	pid_t c = fork();
+
+	ck_assert_int_ge(c, 0);
+	if (c == 0) {
+		pid_t g;
+
+		if (unshare(CLONE_NEWPID) != 0)
+			_exit(77);
+		g = fork();
+		if (g == 0)
+			_exit(pidns_prove());
+		if (g < 0 || waitpid(g, &st, 0) != g)
+			_exit(98);
+		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 99);
+	}
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert(WIFEXITED(st));
+	if (WEXITSTATUS(st) == 77)
+		return; /* no new pid namespace here (not root) */
+	ck_assert_int_eq(WEXITSTATUS(st), 0);
+}
+END_TEST
+
 START_TEST(test_check_cred)
 {
 	struct ucred c = { .pid = getpid(), .uid = geteuid(), .gid = getegid() };
@@ -1318,6 +1375,7 @@ Suite *make_owner_suite(void)
 	tcase_add_test(tc, test_prove_inherited);
 	tcase_add_test(tc, test_prove_errors);
 	tcase_add_test(tc, test_prove_pidfd);
+	tcase_add_test(tc, test_prove_pidns);
 	tcase_add_test(tc, test_check_cred);
 	tcase_add_test(tc, test_prove_other_user);
 	suite_add_tcase(s, tc);
