@@ -210,13 +210,13 @@ bool san_owner_init_userns(void);
  */
 int san_owner_check_cred(const struct ucred *c);
 
-/* How to run the proof. Zero-initialise, then set what you have. */
 /* The endpoint at the other end of a connection, as sock_diag (or /proc/net/tcp) shows it. */
 struct san_owner_rows {
 	uint64_t peer_ino; /* its socket's inode */
 	uint32_t peer_uid; /* its socket's owner */
 };
 
+/* How to run the proof. Zero-initialise, then set what you have. */
 struct san_owner_proof {
 	pid_t pid;   /* the side-channel peer's pid; ignored when pidfd >= 0 */
 	int pidfd;   /* -1, or a pidfd of the peer (SCM_PIDFD): closes the pid-reuse window */

@@ -526,9 +526,9 @@ static uint64_t spare_ino[2];
  */
 static uint64_t fd_ino(int fd)
 {
-	struct stat st;
+	uint64_t ino = 0;
 
-	return fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) ? (uint64_t)st.st_ino : 0;
+	return fd >= 0 && san_owner_inode(fd, &ino) == 0 ? ino : 0;
 }
 
 static int b_pair(int *x, int *y)

@@ -18,6 +18,10 @@
 #include <sys/wait.h>
 
 #include "core/san_owner.h"
+
+#ifndef SO_PASSPIDFD
+#define SO_PASSPIDFD 76 /* Linux >= 6.5; glibc 2.36 does not name it */
+#endif
 #include "core/san_sidechan.h"
 #include "tests/unit/suites.h"
 #include "tests/unit/unit_addr.h"
@@ -460,7 +464,7 @@ START_TEST(test_connect_first)
 	{
 		int one = 1, t = socket(AF_UNIX, SOCK_SEQPACKET, 0);
 
-		if (setsockopt(t, SOL_SOCKET, 76 /* SO_PASSPIDFD */, &one, sizeof(one)) == 0)
+		if (setsockopt(t, SOL_SOCKET, SO_PASSPIDFD, &one, sizeof(one)) == 0)
 			ck_assert_int_ge(rx.pidfd, 0);
 		close(t);
 	}
