@@ -72,7 +72,7 @@ enum san_fault {
  * SANSWITCH_SWITCH_AFTER: how many request/reply exchanges a connection to a peer on this host
  * makes over TCP before it is proposed for the switch (docs/protocol.md §9.7); 0: at once.
  */
-#define SAN_CFG_SWITCH_AFTER_DEFAULT 1u
+#define SAN_CFG_SWITCH_AFTER_DEFAULT 16u
 #define SAN_CFG_SWITCH_AFTER_LIMIT 1000u
 
 /*

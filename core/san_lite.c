@@ -82,7 +82,8 @@ static bool lite_open(int fd, struct san_stats_conn *stc, const struct san_lite_
 	if (a && a->peer)
 		l->a_peer = *a->peer;
 	l->stc = stc;
-	l->sent = l->last_tx = l->touched = l->sleepers = 0;
+	l->sent = l->last_tx = l->touched = l->sleepers = l->b_ex = 0;
+	l->b_ex_rx0 = 0;
 	l->nep = 0;
 	for (uint32_t i = 0; a && i < a->nep && i < SAN_LITE_EPOLL_MAX; i++) {
 		l->ep[i].epfd = a->ep[i].epfd;

@@ -18,7 +18,7 @@ struct san_stats_conn;
  * robust lock taken twice per data call, the registry's lock in every lookup, about 4,600
  * instructions over a short connection's life where the pass-through path costs none
  * (docs/performance.md, "Short connections"). Yet most such connections end before the
- * client proposes anything (protocol.md §9.7: A proposes at its second exchange), and B's
+ * client proposes anything (protocol.md §9.7: A proposes at its 17th exchange), and B's
  * calls need only two things of the candidate meanwhile: their counts (B's offsets, and the
  * check that nobody moved bytes behind our wrappers), and that the engine can stop them at a
  * moment when none is in the kernel, to pause its reader.
@@ -32,9 +32,10 @@ struct san_stats_conn;
  * began on an earlier connection under the same number never counts in a later one's gate.
  *
  * A client's candidate (A) is lite too, until its calls could be due (protocol.md §9.7): A
- * proposes itself, at the earliest in the send that begins its second exchange, or once its
- * calls moved SAN_SWITCH_BYTES. So its sock is made by the call that could be due: a send
- * after its first, or any call once a quarter of those bytes moved (san_sock.c, lite_a_due).
+ * proposes itself, in the send that begins its exchange SANSWITCH_SWITCH_AFTER + 1, or once its
+ * calls moved SAN_SWITCH_BYTES. So its sock is made by the call that could be due: that send
+ * (the lite counts the exchanges as a sock would), or any call once a quarter of those bytes
+ * moved (san_sock.c, lite_a_due).
  * Nothing outside the process needs its gate closed (no PROPOSE comes to a client), so its
  * blocking calls sleep in the kernel inside the gate; a due call that finds another thread's
  * call inside leaves a_want, and the first call that finds the gate free makes the sock.
@@ -47,12 +48,14 @@ struct san_lite {
 	uint64_t tx, rx;	    /* bytes its calls moved over TCP: the sock's counts, the stats */
 	uint64_t a_end_ns;	    /* A: its window's end (connect + SAN_A_WINDOW_MS); 0: B's */
 	uint64_t a_ex_rx0;	    /* A: rx as its current exchange's first send began (a_sent) */
-	uint32_t a_ex_done;	    /* A: exchanges it completed (a_due; only while a_want) */
+	uint32_t a_ex_done;	    /* A: exchanges it completed (a_due) */
 	uint32_t a_want;	    /* A: its sock is due, and a call inside kept the gate open */
 	uint32_t a_peer_known;	    /* A: a_peer is the address connect() was given */
 	struct san_addr a_peer;
 	struct san_stats_conn *stc; /* its sanstat slot, or NULL */
-	uint32_t sent;		    /* a send has gone: a blocking receive waits outside the gate */
+	uint32_t sent;		    /* a send has gone */
+	uint32_t b_ex;		    /* B: its sends that followed bytes of A's (exchanges answered) */
+	uint64_t b_ex_rx0;	    /* B: rx at the last of those */
 	uint32_t last_tx;	    /* the last call that moved bytes sent them (a hint, racy) */
 	uint32_t touched;	    /* a data call was made (san_up.c: not waiting for a fork child) */
 	uint32_t sleepers;	    /* blocking receives in the kernel (they may wait for the client) */

@@ -62,9 +62,10 @@ print("%.2f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_se
 # bench_connrate MODE SECONDS [REQS] — sanconnrate: connections in a loop (connect, REQS 10-byte
 # requests (default 1), each reply, close), both ends as MODE; sets BC_RATE (connections/s),
 # BC_FIRST (µs from connect() to the first reply, p50), BC_SECOND and BC_THIRD (the second and third
-# request, p50). Under the default policy a connection of one request is too short to be proposed:
-# the preloaded run must show them all on TCP (switched=0), each having cost only the bookkeeping;
-# one of three switches at its second request (docs/protocol.md §9.7): every one must have.
+# request, p50). A connection of REQS requests up to SANSWITCH_SWITCH_AFTER (default 16) is too
+# short to be proposed: the preloaded run must show them all on TCP (switched=0), each having cost
+# only the bookkeeping; a longer one switches at the send of its request SANSWITCH_SWITCH_AFTER + 1
+# (docs/protocol.md §9.7): every one must have.
 BC_RATE='' BC_FIRST='' BC_SECOND='' BC_THIRD=''
 bench_connrate() {
 	local mode=$1 secs=$2 reqs=${3:-1} rc=0 out l want
@@ -78,7 +79,8 @@ bench_connrate() {
 	out=$(grep '^conns=' "$TMP/cr.$mode.out") || { show "$TMP/cr.$mode.out"; fail "no result from sanconnrate"; }
 	if [ "$mode" != none ]; then
 		want=0
-		[ "$mode" = pre ] && [ "$reqs" -gt 1 ] && want=$(sed -n 's/^conns=\([0-9]*\) .*/\1/p' <<<"$out")
+		[ "$mode" = pre ] && [ "$reqs" -gt "${SANSWITCH_SWITCH_AFTER:-16}" ] &&
+			want=$(sed -n 's/^conns=\([0-9]*\) .*/\1/p' <<<"$out")
 		l=$(grep -E "$STATS_LINE_RE" "$TMP/cr.$mode.out" | tail -n 1)
 		[ -n "$l" ] && [ "$(field "$l" switched)" -eq "$want" ] ||
 			fail "sanconnrate ($mode, $reqs requests): expected $want connections switched: ${l:-no stats line}"
@@ -90,7 +92,7 @@ bench_connrate() {
 }
 
 # bench_idle MODE SECONDS — sanidle: a connection of 20 exchanges (the default policy switches it
-# at its second), then SECONDS idle; sets BD_MS, the CPU time (user + system, ms) both processes
+# at its 17th), then SECONDS idle; sets BD_MS, the CPU time (user + system, ms) both processes
 # spent in the idle time. The client's stats line must confirm the mode.
 BD_MS=
 bench_idle() {

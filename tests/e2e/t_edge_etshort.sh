@@ -24,7 +24,7 @@ for size in 65536 2097152 50331648; do
 			want=$(grep '^got ' "$out.out")
 			out=$TMP/p.$size.$chunk.$ex
 			rc=0
-			as_t pre 60 env -u SANSWITCH_SWITCH_AFTER "$PY" "$E2E_DIR/edge_etshort.py" "$size" "$chunk" "$ex" \
+			as_t pre 60 env SANSWITCH_SWITCH_AFTER=1 "$PY" "$E2E_DIR/edge_etshort.py" "$size" "$chunk" "$ex" \
 				>"$out.out" 2>"$out.err" || rc=$?
 			no_preload_errors "$out.err"
 			got=$(grep '^got ' "$out.out")

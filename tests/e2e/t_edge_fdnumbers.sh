@@ -19,7 +19,7 @@ as_t none 20 "$PY" "$E2E_DIR/fd_numbers.py" >"$TMP/none.out" 2>"$TMP/none.err" |
 for after in 0 default; do
 	rc=0
 	if [ "$after" = default ]; then
-		as_t pre 20 env -u SANSWITCH_SWITCH_AFTER "$PY" "$E2E_DIR/fd_numbers.py" >"$TMP/pre.$after.out" 2>"$TMP/pre.$after.err" || rc=$?
+		as_t pre 20 env SANSWITCH_SWITCH_AFTER=1 "$PY" "$E2E_DIR/fd_numbers.py" >"$TMP/pre.$after.out" 2>"$TMP/pre.$after.err" || rc=$?
 	else
 		as_t pre 20 "$PY" "$E2E_DIR/fd_numbers.py" >"$TMP/pre.$after.out" 2>"$TMP/pre.$after.err" || rc=$?
 	fi

@@ -83,9 +83,9 @@ cat "$TMP/forkexec.out"
 # number, 5 exchanges. It switches (perl's line says switched=1; a client commits only on its
 # server's ACCEPT) and every line comes back. Before, the dup kept the connection on TCP. (bash's
 # own `echo >&3` writes through stdio, behind the preload: such a connection is never proposed.)
-start_pf echo.dup pre env -u SANSWITCH_SWITCH_AFTER "$PY" "$E2E_DIR/tcpecho.py" '{PORTFILE}' 4
+start_pf echo.dup pre env SANSWITCH_SWITCH_AFTER=1 "$PY" "$E2E_DIR/tcpecho.py" '{PORTFILE}' 4
 rc=0
-as_t pre 30 env -u SANSWITCH_SWITCH_AFTER SANSWITCH_STATS=1 perl -e '
+as_t pre 30 env SANSWITCH_SWITCH_AFTER=1 SANSWITCH_STATS=1 perl -e '
 	use IO::Socket::INET;
 	my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1", PeerPort => $ARGV[0], Proto => "tcp")
 		or die "connect: $!";

@@ -3,15 +3,16 @@
 # shapes.py's single-process server and its client, every reply's bytes checked. The counts are
 # exact, so the test needs no timing: the client's tcp_tx_bytes say which requests went over TCP.
 #   - one request per connection (the connection-rate loop): nothing switches, at either end;
-#   - three requests: the first over TCP (18 bytes per connection: an 8-byte length and 10
-#     bytes), the second and third over the SAN;
-#   - five requests, each end's first look at the kernel's counts finding them moving
-#     (SANSWITCH_FAULT=counts_busy): the first three over TCP, the rest over the SAN;
+#   - sixteen requests (a short request/reply connection): nothing switches either;
+#   - eighteen requests: the first sixteen over TCP (18 bytes each: an 8-byte length and 10
+#     bytes), the 17th and 18th over the SAN;
+#   - twenty requests, each end's first look at the kernel's counts finding them moving
+#     (SANSWITCH_FAULT=counts_busy): the first eighteen over TCP, the rest over the SAN;
 #   - SANSWITCH_SWITCH_AFTER=2: the first two over TCP; =0: none (proposed before any byte);
 #   - one 1 MiB request in 64 KiB sends: due after 256 KiB moved (the length and 4 pieces over
 #     TCP), proposed at the first send that finds TCP's buffer full, else at the receive of the
 #     reply; in one send: proposed at the next call;
-#   - a client proposing after the server's window closed (its own SANSWITCH_SWITCH_AFTER=8):
+#   - a client proposing after the server's window closed (its own SANSWITCH_SWITCH_AFTER=24):
 #     refused STATE, not NOT_OWNER, where the server's candidates are socks (SANSWITCH_LITE=0);
 #     switched where they are lite (the default: their window ends with its time only);
 #   - one end preloaded, the other not (either way): bytes checked, nothing switched, no stall.
@@ -55,20 +56,30 @@ for l in "$CL" "$SL"; do
 done
 log "one request per connection: none of $CONNS proposed, at either end"
 
-run keep pre pre 10 3
+# The default SANSWITCH_SWITCH_AFTER, 16: a switch costs more than 16 exchanges over TCP gain
+# back (docs/protocol.md §9.7), so a connection proposes at the send that begins its 17th.
+run sixteen pre pre 10 16
+for l in "$CL" "$SL"; do
+	expect sixteen "$l" switched 0
+	expect sixteen "$l" fallback_not_attempted "$CONNS"
+done
+expect sixteen "$CL" tcp_tx_bytes $((CONNS * 16 * 18))
+log "sixteen requests per connection: none of $CONNS proposed, all on TCP"
+
+run keep pre pre 10 18
 for l in "$CL" "$SL"; do expect keep "$l" switched "$CONNS"; done
-expect keep "$CL" tcp_tx_bytes $((CONNS * 18))
-expect keep "$CL" san_tx_bytes $((CONNS * 36))
-expect keep "$SL" tcp_tx_bytes $((CONNS * 10))
-log "three requests: all $CONNS switched, the first request over TCP, the others over the SAN"
+expect keep "$CL" tcp_tx_bytes $((CONNS * 16 * 18))
+expect keep "$CL" san_tx_bytes $((CONNS * 2 * 18))
+expect keep "$SL" tcp_tx_bytes $((CONNS * 16 * 10))
+log "eighteen requests: all $CONNS switched, the first sixteen over TCP, the others over the SAN"
 
 # A stream in full flow can keep the kernel's counts unreadable (core/san_forked.c): "not now",
-# never "stays TCP". counts_busy makes each end's first look find them moving: A's, at its second
-# request (it proposes at its third instead), then B's, at that PROPOSE (BUSY: A proposes again at
-# its fourth). Before, A's unreadable counts kept the connection on TCP for good.
-run busy pre pre 10 5 SANSWITCH_FAULT=counts_busy
+# never "stays TCP". counts_busy makes each end's first look find them moving: A's, at its 17th
+# request (it proposes at its 18th instead), then B's, at that PROPOSE (BUSY: A proposes again at
+# its 19th). Before, A's unreadable counts kept the connection on TCP for good.
+run busy pre pre 10 20 SANSWITCH_FAULT=counts_busy
 for l in "$CL" "$SL"; do expect busy "$l" switched "$CONNS"; done
-expect busy "$CL" tcp_tx_bytes $((CONNS * 3 * 18))
+expect busy "$CL" tcp_tx_bytes $((CONNS * 18 * 18))
 expect busy "$CL" san_tx_bytes $((CONNS * 2 * 18))
 log "counts unreadable at the first look of each end: all $CONNS switched two requests later"
 
@@ -110,28 +121,28 @@ na=$(tr ' ' '\n' <<<"$CL" | sed -n 's/^fallback_not_attempted=//p')
 log "one 1 MiB request: in 64 KiB sends switched after 256 KiB or later; in one send, at the next call" \
 	"($sw of $CONNS)"
 
-# A client whose own policy proposes later than the server's window lasts (SANSWITCH_SWITCH_AFTER=8:
-# at its 9th request; the server, at the default, ends the window once the client has begun its
-# 6th): refused STATE, the connection the server's own and staying TCP. Before, NOT_OWNER ("not
-# owned by the acceptor") three times, at the 9th request and the two after.
+# A client whose own policy proposes later than the server's window lasts (SANSWITCH_SWITCH_AFTER=24:
+# at its 25th request; the server, at the default, ends the window once the client has begun its
+# 21st): refused STATE, the connection the server's own and staying TCP. Before, NOT_OWNER ("not
+# owned by the acceptor") three times, at the 25th request and the two after.
 # A server's candidates as socks (SANSWITCH_LITE=0); lite ones (the default, san_lite.h) count no
 # exchanges.
-CLIENT_ENV=SANSWITCH_SWITCH_AFTER=8 run late pre pre 10 11 SANSWITCH_LITE=0
+CLIENT_ENV=SANSWITCH_SWITCH_AFTER=24 run late pre pre 10 27 SANSWITCH_LITE=0
 expect late "$CL" switched 0
 expect late "$CL" fallback_state "$CONNS"
 expect late "$SL" fallback_not_attempted "$CONNS"
 log "a client proposing after the server's window closed: refused STATE at once, all $CONNS on TCP"
-# A lite candidate's window ends only with its time (5 s): the 9th request switches.
-CLIENT_ENV=SANSWITCH_SWITCH_AFTER=8 run late_lite pre pre 10 11 SANSWITCH_LITE=1
+# A lite candidate's window ends only with its time (5 s): the 25th request switches.
+CLIENT_ENV=SANSWITCH_SWITCH_AFTER=24 run late_lite pre pre 10 27 SANSWITCH_LITE=1
 for l in "$CL" "$SL"; do expect late_lite "$l" switched "$CONNS"; done
-expect late_lite "$CL" tcp_tx_bytes $((CONNS * 8 * 18))
-log "the same client, the server's candidates lite: switched at the 9th request, all $CONNS"
+expect late_lite "$CL" tcp_tx_bytes $((CONNS * 24 * 18))
+log "the same client, the server's candidates lite: switched at the 25th request, all $CONNS"
 
-run cli_only none pre 10 3
+run cli_only none pre 10 18
 expect cli_only "$CL" switched 0
 # no switch on this host answered, and none across the fabric is asked so late: "no peer"
 expect cli_only "$CL" fallback_no_peer "$CONNS"
-run srv_only pre none 10 3
+run srv_only pre none 10 18
 expect srv_only "$SL" switched 0
 expect srv_only "$SL" fallback_not_attempted "$CONNS"
 log "one end preloaded, either way: bytes checked, nothing switched"
