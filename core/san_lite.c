@@ -82,8 +82,7 @@ static bool lite_open(int fd, struct san_stats_conn *stc, const struct san_lite_
 	if (a && a->peer)
 		l->a_peer = *a->peer;
 	l->stc = stc;
-	l->sent = l->last_tx = l->touched = l->sleepers = l->b_ex = 0;
-	l->b_ex_rx0 = 0;
+	l->sent = l->last_tx = l->touched = l->sleepers = l->b_ex = l->b_outside = 0;
 	l->nep = 0;
 	for (uint32_t i = 0; a && i < a->nep && i < SAN_LITE_EPOLL_MAX; i++) {
 		l->ep[i].epfd = a->ep[i].epfd;
@@ -200,6 +199,16 @@ void san_lite_undrain(int fd)
 	       !__atomic_compare_exchange_n(&l->gate, &g, g & ~(uint64_t)SAN_LITE_DRAIN, false,
 					    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		;
+}
+
+void san_lite_refused_busy(int fd)
+{
+	struct san_lite *l = slot(fd);
+
+	/* (still draining: the connection the engine refused, not a later one on the number) */
+	if (l && (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) &
+		  (SAN_LITE_LIVE | SAN_LITE_CLOSED | SAN_LITE_DRAIN)) == (SAN_LITE_LIVE | SAN_LITE_DRAIN))
+		__atomic_store_n(&l->b_outside, 1, __ATOMIC_RELAXED);
 }
 
 void san_lite_end(struct san_lite *l, uint32_t gen)

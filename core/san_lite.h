@@ -54,8 +54,8 @@ struct san_lite {
 	struct san_addr a_peer;
 	struct san_stats_conn *stc; /* its sanstat slot, or NULL */
 	uint32_t sent;		    /* a send has gone */
-	uint32_t b_ex;		    /* B: its sends that followed bytes of A's (exchanges answered) */
-	uint64_t b_ex_rx0;	    /* B: rx at the last of those */
+	uint32_t b_ex;		    /* B: its sends that moved bytes (lite_b_may_be_due) */
+	uint32_t b_outside;	    /* B: refused BUSY once: its receives wait outside the gate */
 	uint32_t last_tx;	    /* the last call that moved bytes sent them (a hint, racy) */
 	uint32_t touched;	    /* a data call was made (san_up.c: not waiting for a fork child) */
 	uint32_t sleepers;	    /* blocking receives in the kernel (they may wait for the client) */
@@ -121,6 +121,13 @@ bool san_lite_close_gate(int fd, uint32_t *gen);
  */
 int san_lite_drain(int fd, uint32_t *gen);
 void san_lite_undrain(int fd);
+
+/*
+ * The engine, before it undrains a gate it refused BUSY (a blocking receive asleep inside with
+ * nothing to return): from now on the candidate's blocking receives wait outside the gate, so
+ * that the peer's next try finds it free (san_sock.c, lite_b_may_be_due).
+ */
+void san_lite_refused_busy(int fd);
 
 /* The gate closed by us: the number is no lite candidate any more (a sock, or plain TCP). */
 void san_lite_end(struct san_lite *l, uint32_t gen);

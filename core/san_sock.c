@@ -2581,15 +2581,8 @@ static void lite_moved(struct san_lite *l, bool tx, uint64_t n)
 		__atomic_store_n(&l->sent, 1, __ATOMIC_RELAXED);
 	if (__atomic_load_n(&l->last_tx, __ATOMIC_RELAXED) != tx)
 		__atomic_store_n(&l->last_tx, tx, __ATOMIC_RELAXED);
-	if (tx && !l->a_end_ns) {
-		/* B: a send that followed bytes of A's answers an exchange (lite_b_may_be_due) */
-		uint64_t rx = __atomic_load_n(&l->rx, __ATOMIC_RELAXED);
-
-		if (rx > l->b_ex_rx0) {
-			l->b_ex_rx0 = rx;
-			__atomic_add_fetch(&l->b_ex, 1, __ATOMIC_RELAXED);
-		}
-	}
+	if (tx && !l->a_end_ns) /* B: each send may answer an exchange (lite_b_may_be_due) */
+		__atomic_add_fetch(&l->b_ex, 1, __ATOMIC_RELAXED);
 }
 
 /*
@@ -2622,7 +2615,7 @@ static struct san_lite *lite_enter(int fd, uint32_t *gen)
 /*
  * A blocking call on a lite candidate that would sleep in the kernel waits outside the gate
  * instead (poll), and moves each part inside it with MSG_DONTWAIT: a PROPOSE that comes while it
- * waits must find no call inside (a receive after B's first send waits for A's next request,
+ * waits must find no call inside (a receive once A may be due waits for A's next request,
  * before which A proposes; a send held by a full buffer waits for A to read, and A waits for the
  * answer). That is the candidate's discipline (docs/engine.md §3) without the sock.
  * SO_RCVTIMEO/SO_SNDTIMEO, a signal (restarted or EINTR: san_sig_restarts_since), MSG_WAITALL and a
@@ -2721,48 +2714,53 @@ static bool lite_wait_io(int fd, struct msghdr *m, int flags, bool send, bool wa
  */
 static bool lite_a_due(int fd, struct san_lite *l, bool send, bool *answered)
 {
+	bool late;
+
 	*answered = false;
-	if (__atomic_load_n(&l->a_want, __ATOMIC_RELAXED) ||
-	    __atomic_load_n(&l->tx, __ATOMIC_RELAXED) + __atomic_load_n(&l->rx, __ATOMIC_RELAXED) >=
-		    SAN_SWITCH_BYTES / 4)
-		return true;
 	if (!send || !__atomic_load_n(&l->sent, __ATOMIC_RELAXED))
-		return false;
+		return __atomic_load_n(&l->a_want, __ATOMIC_RELAXED) ||
+		       __atomic_load_n(&l->tx, __ATOMIC_RELAXED) +
+				       __atomic_load_n(&l->rx, __ATOMIC_RELAXED) >=
+			       SAN_SWITCH_BYTES / 4;
 	/*
 	 * Past A's window the sock is made (and left on TCP at its first call, sock_before_io)
 	 * rather than a FIONREAD paid at every send of a sender that is never answered, which
 	 * the sock does not pay.
 	 */
-	if (now_ns() > l->a_end_ns)
-		return true;
+	late = now_ns() > l->a_end_ns;
 	/*
 	 * A later send completes an exchange if the peer answered since it began (a_answered:
 	 * bytes read, or waiting in the socket); one that continues a request (a length, then
-	 * its body) does not. The sock is made at the send that would begin the exchange the
-	 * policy proposes at: the exchanges before cost a lite's calls, not a sock's (a client
-	 * of 16 requests, both ends preloaded: 17 % more CPU than over TCP with the sock made at
-	 * its second).
+	 * its body) does not. Asked whatever else makes the call due: if the sock cannot be made
+	 * now (another call inside), this send still counts (lite_a_exchange). The sock is made at
+	 * the send that would begin the exchange the policy proposes at: the exchanges before cost
+	 * a lite's calls, not a sock's (a client of 16 requests, both ends preloaded: 17 % more CPU
+	 * than over TCP with the sock made at its second).
 	 */
-	*answered = __atomic_load_n(&l->rx, __ATOMIC_RELAXED) > l->a_ex_rx0 || san_sys_inq(fd) > 0;
-	return *answered && l->a_ex_done + 1 >= san_cfg.switch_after;
+	if (!late)
+		*answered = __atomic_load_n(&l->rx, __ATOMIC_RELAXED) > l->a_ex_rx0 ||
+			    san_sys_inq(fd) > 0;
+	return late || __atomic_load_n(&l->a_want, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&l->tx, __ATOMIC_RELAXED) + __atomic_load_n(&l->rx, __ATOMIC_RELAXED) >=
+		       SAN_SWITCH_BYTES / 4 ||
+	       (*answered && l->a_ex_done + 1 >= san_cfg.switch_after);
 }
 
 /*
- * A send of A's lite candidate, about to go: the exchanges, as a sock counts them (a_due,
+ * A send of A's lite candidate that moved bytes: the exchanges, as a sock counts them (a_due,
  * a_sent), for the sock made later. Its first send begins the first exchange; a later one
  * completes one if the peer answered since the current one began (lite_a_due's *answered),
- * and begins the next. Inside the gate, so racy only against other threads' sends, whose
- * order the kernel does not give either.
+ * and begins the next; rx0, what had come before the send began. Counted once the send went
+ * (a sock's a_sent: a send that fails begins nothing). Inside the gate, so racy only against
+ * other threads' sends, whose order the kernel does not give either.
  */
-static void lite_a_exchange(struct san_lite *l, bool answered)
+static void lite_a_exchange(struct san_lite *l, bool first, bool answered, uint64_t rx0)
 {
-	uint64_t rx = __atomic_load_n(&l->rx, __ATOMIC_RELAXED);
-
-	if (!__atomic_load_n(&l->sent, __ATOMIC_RELAXED)) {
-		l->a_ex_rx0 = rx;
+	if (first) {
+		l->a_ex_rx0 = rx0;
 	} else if (answered) {
 		l->a_ex_done++;
-		l->a_ex_rx0 = rx;
+		l->a_ex_rx0 = rx0;
 	}
 }
 
@@ -2770,15 +2768,20 @@ static void lite_a_exchange(struct san_lite *l, bool answered)
  * B's lite candidate: may its peer be due by now, so that a blocking receive must wait outside
  * the gate (where a PROPOSE's drain can close it)? Not before B's first send (A cannot be due
  * by exchanges before our reply), and, as long as neither way has moved a quarter of what makes
- * A due by bytes, not before B has begun exchange san_cfg.switch_after - 1: A proposes at the
- * send that begins its exchange switch_after + 1, once it has had switch_after answers, and
- * each answer is one of B's sends that followed bytes of A's (b_ex); one exchange of slack.
- * Until then a receive sleeps in the kernel as over TCP (a server's connection of 16 requests
- * cost 2 more system calls a request: SO_RCVTIMEO read, then poll).
+ * A due by bytes, not before B has made switch_after - 1 sends (b_ex): A proposes at the send
+ * that begins its exchange switch_after + 1, once B's bytes reached it switch_after times, each
+ * time bytes of a later send of B's, unless A reads one send of B's in pieces and answers each
+ * (then the engine's BUSY marks the candidate: b_outside); one exchange of slack. Until then a
+ * receive sleeps in the kernel as over TCP (a server's connection of 16 requests cost 2 more
+ * system calls a request: SO_RCVTIMEO read, then poll). Counting B's sends that followed bytes
+ * of A's instead fell behind a client acknowledging each of a burst of B's sends (the engine
+ * then met the one receive asleep at all three of A's tries: 1 of 5 such connections stayed
+ * TCP under a CPU hog).
  */
 static bool lite_b_may_be_due(const struct san_lite *l)
 {
-	if (__atomic_load_n(&l->rx, __ATOMIC_RELAXED) >= SAN_SWITCH_BYTES / 4 ||
+	if (__atomic_load_n(&l->b_outside, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&l->rx, __ATOMIC_RELAXED) >= SAN_SWITCH_BYTES / 4 ||
 	    __atomic_load_n(&l->tx, __ATOMIC_RELAXED) >= SAN_SWITCH_BYTES / 4)
 		return true;
 	return __atomic_load_n(&l->sent, __ATOMIC_RELAXED) &&
@@ -2813,7 +2816,8 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 	struct san_lite *l;
 	uint32_t gen;
 	ssize_t r;
-	bool may_sleep, a, waits_outside, answered = false;
+	bool may_sleep, a, waits_outside, answered = false, first = false;
+	uint64_t rx0 = 0;
 
 	if (!(l = lite_enter(fd, &gen)))
 		return false;
@@ -2825,8 +2829,10 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 		if (!(l = lite_enter(fd, &gen)))
 			return false;
 	}
-	if (a && send)
-		lite_a_exchange(l, answered);
+	if (a && send) {
+		first = !__atomic_load_n(&l->sent, __ATOMIC_RELAXED);
+		rx0 = __atomic_load_n(&l->rx, __ATOMIC_RELAXED);
+	}
 	may_sleep = !fd_nonblocking(fd, flags);
 	/*
 	 * B's blocking sends wait outside the gate, for a PROPOSE, and so do its receives once
@@ -2849,6 +2855,8 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 		 */
 		bool wait_first = !send && __atomic_load_n(&l->last_tx, __ATOMIC_RELAXED);
 
+		if (a && send) /* (A's with a_want: its sock comes at the next free gate) */
+			lite_a_exchange(l, first, answered, rx0);
 		san_lite_leave(l, gen);
 		return lite_wait_io(fd, m, flags, send, wait_first, out);
 	}
@@ -2865,6 +2873,8 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 	r = send ? san_sys_sendmsg(fd, m, flags) : san_sys_recvmsg(fd, m, flags);
 	if (may_sleep && !a)
 		__atomic_sub_fetch(&l->sleepers, 1, __ATOMIC_SEQ_CST);
+	if (r > 0 && a && send)
+		lite_a_exchange(l, first, answered, rx0);
 	if (r > 0 && (send || !(flags & MSG_PEEK)))
 		lite_moved(l, send, (uint64_t)r);
 	san_lite_leave(l, gen);

@@ -864,6 +864,7 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 		return;
 	}
 	if (!c->s && c->lite_busy >= 0) {
+		san_lite_refused_busy(c->lite_busy);
 		san_lite_undrain(c->lite_busy); /* refused BUSY: its calls go on, on TCP */
 		c->lite_busy = -1;
 	}

@@ -1,9 +1,10 @@
 /*
- * tests/tools/sanlitewait — a server's blocking receive after its first send, with a signal
- * (tests/e2e/t_lite_wait.sh). Under the preload with a client that proposes late
- * (SANSWITCH_SWITCH_AFTER=100) the connection stays a lite candidate, whose such receive waits
- * outside its gate (poll, then MSG_DONTWAIT: core/san_sock.c, lite_wait_io); over kernel TCP
- * it sleeps in the kernel. Both must end the same way.
+ * tests/tools/sanlitewait — a server's blocking receive once its client may be due, with a
+ * signal (tests/e2e/t_lite_wait.sh). Under the preload with SANSWITCH_SWITCH_AFTER=4 the client
+ * does not propose (its three exchanges and then one send: due only at the send that begins its
+ * 5th) and the connection stays a lite candidate, whose receive after three answers waits
+ * outside its gate (poll, then MSG_DONTWAIT: core/san_sock.c, lite_b_may_be_due, lite_wait_io);
+ * over kernel TCP it sleeps in the kernel. Both must end the same way.
  *
  *   sanlitewait MODE     print one line: "MODE: r=<n or -1 errno> handler <N>x; then r=<...>"
  *

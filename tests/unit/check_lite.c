@@ -84,7 +84,10 @@ START_TEST(test_drain)
 	REQUIRE(san_lite_drain(6, &dgen) == 0);	  /* still inside */
 	REQUIRE(san_lite_enter(6, &dgen) == NULL); /* none may enter while it drains */
 	REQUIRE(!san_lite_close_gate(6, &dgen));   /* nor may an application thread close it */
-	san_lite_undrain(6);			   /* the engine gave up (BUSY) */
+	REQUIRE(!l->b_outside);
+	san_lite_refused_busy(6);		   /* the engine gave up (BUSY) ... */
+	REQUIRE(l->b_outside);			   /* ... its receives wait outside from now */
+	san_lite_undrain(6);
 	REQUIRE(san_lite_enter(6, &dgen) == l);	   /* open again */
 	san_lite_leave(l, dgen);
 	REQUIRE(san_lite_drain(6, &dgen) == 0);
@@ -96,6 +99,11 @@ START_TEST(test_drain)
 	REQUIRE(san_lite_enter(6, &dgen) == NULL);
 	san_lite_end(l, gen);
 	REQUIRE(san_lite_drain(6, &dgen) == -1);
+	REQUIRE(san_lite_open(6, NULL) && !l->b_outside && !l->b_ex); /* a new connection's */
+	san_lite_refused_busy(6); /* not draining: a late word for an earlier one, left alone */
+	REQUIRE(!l->b_outside);
+	REQUIRE(san_lite_shut(6, &gen) == l);
+	san_lite_end(l, gen);
 }
 END_TEST
 
