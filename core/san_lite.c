@@ -204,11 +204,15 @@ void san_lite_undrain(int fd)
 void san_lite_refused_busy(int fd)
 {
 	struct san_lite *l = slot(fd);
+	uint64_t g = l ? __atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) : 0;
 
-	/* (still draining: the connection the engine refused, not a later one on the number) */
-	if (l && (__atomic_load_n(&l->gate, __ATOMIC_ACQUIRE) &
-		  (SAN_LITE_LIVE | SAN_LITE_CLOSED | SAN_LITE_DRAIN)) == (SAN_LITE_LIVE | SAN_LITE_DRAIN))
-		__atomic_store_n(&l->b_outside, 1, __ATOMIC_RELAXED);
+	/*
+	 * Still draining: the connection the engine refused. Its generation is the mark, so that
+	 * a later connection on the number (closed and accepted again between the look and the
+	 * store) does not take it for its own.
+	 */
+	if ((g & (SAN_LITE_LIVE | SAN_LITE_CLOSED | SAN_LITE_DRAIN)) == (SAN_LITE_LIVE | SAN_LITE_DRAIN))
+		__atomic_store_n(&l->b_outside, (uint32_t)(g >> 32), __ATOMIC_RELAXED);
 }
 
 void san_lite_end(struct san_lite *l, uint32_t gen)

@@ -55,7 +55,7 @@ struct san_lite {
 	struct san_stats_conn *stc; /* its sanstat slot, or NULL */
 	uint32_t sent;		    /* a send has gone */
 	uint32_t b_ex;		    /* B: its sends that moved bytes (lite_b_may_be_due) */
-	uint32_t b_outside;	    /* B: refused BUSY once: its receives wait outside the gate */
+	uint32_t b_outside;	    /* B: the generation refused BUSY: its receives wait outside */
 	uint32_t last_tx;	    /* the last call that moved bytes sent them (a hint, racy) */
 	uint32_t touched;	    /* a data call was made (san_up.c: not waiting for a fork child) */
 	uint32_t sleepers;	    /* blocking receives in the kernel (they may wait for the client) */

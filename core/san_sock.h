@@ -473,6 +473,11 @@ int san_up_pair(int *x, int *y);
  * full: the engine finishes it when room comes), or -errno.
  */
 int san_up_write_mark(struct san_sock *s, int tcp);
+/*
+ * Send now what TCP holds back on tcp (Nagle, or TCP_CORK), the application's settings put
+ * back as they were.
+ */
+void san_up_tcp_push(int tcp);
 int san_up_fallback(struct san_sock *s, unsigned int reason);
 void san_up_b_fallback(struct san_sock *s, unsigned int reason);
 int san_up_listen(int lfd);

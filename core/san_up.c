@@ -227,14 +227,14 @@ static void side_abort(int fd, uint16_t reason)
 }
 
 /*
- * Send what TCP holds back now: the MARK is the last thing we write on TCP, and the peer reads
+ * (san_sock.h) Send what TCP holds back now: the MARK is the last thing we write on TCP, and the peer reads
  * nothing of the ring until it has it. An application that corks its socket (nginx's
  * tcp_nopush, around sendfile) would keep it up to 200 ms, the kernel's cork timeout, while
  * the ring and area fill and its sends wait (a 50 MiB download: 0.24 s instead of 0.03); Nagle
  * would keep it until TCP's last segment was acknowledged. Setting TCP_NODELAY pushes past
  * both; the application's settings are put back as they were.
  */
-static void tcp_push(int tcp)
+void san_up_tcp_push(int tcp)
 {
 	int nodelay = san_sys_getsockopt_int(tcp, IPPROTO_TCP, TCP_NODELAY), cork;
 
@@ -264,7 +264,7 @@ int san_up_write_mark(struct san_sock *s, int tcp)
 		if (r != -EINTR)
 			return (int)r; /* -EAGAIN: full; or the error */
 	}
-	tcp_push(tcp);
+	san_up_tcp_push(tcp);
 	return 0;
 }
 

@@ -15,6 +15,9 @@
 #   - a client proposing after the server's window closed (its own SANSWITCH_SWITCH_AFTER=24):
 #     refused STATE, not NOT_OWNER, where the server's candidates are socks (SANSWITCH_LITE=0);
 #     switched where they are lite (the default: their window ends with its time only);
+#   - a client proposing earlier than the server's policy (its own SANSWITCH_SWITCH_AFTER=1):
+#     refused BUSY once (the server's receive in the kernel), switched at its 3rd request;
+#   - a client that acknowledges each piece of one reply (pieces.py): switched;
 #   - one end preloaded, the other not (either way): bytes checked, nothing switched, no stall.
 # timeout: 180
 # shellcheck source=tests/e2e/lib.sh
@@ -137,6 +140,43 @@ CLIENT_ENV=SANSWITCH_SWITCH_AFTER=24 run late_lite pre pre 10 27 SANSWITCH_LITE=
 for l in "$CL" "$SL"; do expect late_lite "$l" switched "$CONNS"; done
 expect late_lite "$CL" tcp_tx_bytes $((CONNS * 24 * 18))
 log "the same client, the server's candidates lite: switched at the 25th request, all $CONNS"
+
+# A client that proposes earlier than the server's own policy says (SANSWITCH_SWITCH_AFTER=1 at the
+# client alone): the server's lite receive of the 2nd request sleeps in the kernel (it would wait
+# outside only from its 15th answer on), so a proposal that finds it there is refused BUSY; that
+# marks the candidate, whose receives wait outside from then on, and the 3rd request switches
+# (the 2nd, when the server's thread had not yet entered that receive). Before the mark, all three
+# of the client's tries met a receive in the kernel: none of 10 switched.
+CLIENT_ENV=SANSWITCH_SWITCH_AFTER=1 run early pre pre 10 4
+for l in "$CL" "$SL"; do expect early "$l" switched "$CONNS"; done
+expect early "$CL" fallback 0
+t=$(field "$CL" tcp_tx_bytes)
+[ "$t" -ge $((CONNS * 18)) ] && [ "$t" -le $((CONNS * 2 * 18)) ] ||
+	fail "early: expected each connection switched at its 2nd or 3rd request: $CL"
+log "a client proposing at its 2nd request to a server at the default: all $CONNS switched," \
+	"$(((CONNS * 2 * 18 - t) / 18)) at the 2nd, the rest at the 3rd"
+
+# A client that reads one reply in 10-byte pieces and acknowledges each (pieces.py): its exchanges
+# are the acknowledgements, which the server cannot count (one send of its), so the server's
+# receive of them sleeps in the kernel when the client proposes, at its 17th: refused BUSY. The
+# refusal marks the server's candidate and makes the client push out what Nagle held back of its
+# acknowledgements, so that receive returns and the next try finds the gate free. Before the push,
+# Nagle kept them through all three tries (0-1 of 10 switched). One connection may still meet all
+# three tries inside that receive if the server's thread gets no CPU between them (a receive
+# that has taken its bytes but not yet returned): BUSY, at most one here.
+start_pf pieces.srv pre "$PY" "$E2E_DIR/pieces.py" server '{PORTFILE}' "$CONNS" 40
+rc=0
+as_t pre 60 "$PY" "$E2E_DIR/pieces.py" client "$SERVER_PORT" "$CONNS" 40 \
+	>"$TMP/pieces.cli.out" 2>"$TMP/pieces.cli.err" || rc=$?
+wait_pid "$SERVER_PID" 30 || rc=$?
+[ "$rc" -eq 0 ] || { show "$TMP/pieces.cli.out" "$TMP/pieces.cli.err" "$TMP/pieces.srv.err"; fail "pieces: exit $rc"; }
+pid=$(sed -n 's/^# pid \([0-9]*\) client$/\1/p' "$TMP/pieces.cli.out")
+CL=$(pid_line "$TMP/pieces.cli.err" "$pid") || exit 1
+sw=$(field "$CL" switched)
+busy=$(tr ' ' '\n' <<<"$CL" | sed -n 's/^fallback_busy=//p')
+[ "$sw" -ge $((CONNS - 1)) ] && [ $((sw + ${busy:-0})) -eq "$CONNS" ] ||
+	fail "pieces: expected $CONNS switched (at most one refused BUSY three times): $CL"
+log "a client acknowledging each piece of one reply: $sw of $CONNS switched"
 
 run cli_only none pre 10 18
 expect cli_only "$CL" switched 0

@@ -86,7 +86,7 @@ START_TEST(test_drain)
 	REQUIRE(!san_lite_close_gate(6, &dgen));   /* nor may an application thread close it */
 	REQUIRE(!l->b_outside);
 	san_lite_refused_busy(6);		   /* the engine gave up (BUSY) ... */
-	REQUIRE(l->b_outside);			   /* ... its receives wait outside from now */
+	REQUIRE(l->b_outside == gen);		   /* ... its receives wait outside from now */
 	san_lite_undrain(6);
 	REQUIRE(san_lite_enter(6, &dgen) == l);	   /* open again */
 	san_lite_leave(l, dgen);
@@ -102,6 +102,9 @@ START_TEST(test_drain)
 	REQUIRE(san_lite_open(6, NULL) && !l->b_outside && !l->b_ex); /* a new connection's */
 	san_lite_refused_busy(6); /* not draining: a late word for an earlier one, left alone */
 	REQUIRE(!l->b_outside);
+	l->b_outside = gen; /* (a mark that landed late, as if after the number was taken again) */
+	REQUIRE(san_lite_enter(6, &dgen) == l && dgen != gen); /* the new one's is not that */
+	san_lite_leave(l, dgen);
 	REQUIRE(san_lite_shut(6, &gen) == l);
 	san_lite_end(l, gen);
 }
