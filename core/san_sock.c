@@ -2139,7 +2139,7 @@ static ssize_t sock_direct(struct san_sock *s, int fd, struct msghdr *m, int fla
 
 	s->in_kernel++;
 	pthread_mutex_unlock(&s->lock);
-	r = send ? san_sys_sendmsg(fd, m, flags) : san_sys_recvmsg(fd, m, flags);
+	r = san_sys_io(fd, m, flags, send);
 	san_sock_lock(s);
 	s->in_kernel--;
 	if (r > 0 && send) {
@@ -2690,8 +2690,8 @@ static bool lite_wait_io(int fd, struct msghdr *m, int flags, bool send, bool wa
 				m->msg_flags = mh.msg_flags;
 			break;
 		}
-		r = send ? san_sys_sendmsg(fd, &mh, flags | MSG_DONTWAIT)
-			 : san_sys_recvmsg(fd, &mh, (flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+		r = san_sys_io(fd, &mh, send ? flags | MSG_DONTWAIT : (flags & ~MSG_WAITALL) | MSG_DONTWAIT,
+			       send);
 		if (r > 0 && (send || !(flags & MSG_PEEK)))
 			lite_moved(l, send, (uint64_t)r);
 		san_lite_leave(l, gen);
@@ -2879,7 +2879,7 @@ static bool lite_io(int fd, struct msghdr *m, int flags, bool send, ssize_t *out
 	 */
 	if (may_sleep && !a)
 		__atomic_add_fetch(&l->sleepers, 1, __ATOMIC_SEQ_CST);
-	r = send ? san_sys_sendmsg(fd, m, flags) : san_sys_recvmsg(fd, m, flags);
+	r = san_sys_io(fd, m, flags, send);
 	if (may_sleep && !a)
 		__atomic_sub_fetch(&l->sleepers, 1, __ATOMIC_SEQ_CST);
 	if (r > 0 && a && send)
@@ -3303,7 +3303,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 					cnt > 64 ? cnt : 64);
 			mh.msg_iov = v;
 			mh.msg_iovlen = (size_t)cnt;
-			r = san_sys_recvmsg(s->tcp, &mh, flags | MSG_DONTWAIT);
+			r = san_sys_io(s->tcp, &mh, flags | MSG_DONTWAIT, false);
 			if (r > 0 && !(flags & MSG_PEEK))
 				sock_tcp_moved(s, false, (uint64_t)r);
 			/*
