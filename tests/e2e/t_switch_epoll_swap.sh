@@ -7,8 +7,8 @@
 # a DEL and an ADD of it answer as the kernel's) or is still armed (it fires once); and an epoll
 # fd closed with the connection registered whose number a new set, or a pipe, then takes (the
 # swap must not register the connection there). It runs once on kernel TCP and once preloaded
-# with SANSWITCH_SWITCH_AFTER=1 (the library's default policy: the pair's first bytes go over
-# TCP, the swap comes in the case's own receive); the outputs, '#' lines left out, must be
+# with SANSWITCH_SWITCH_AFTER=1 (the library's default until 2026-11-30: the pair's first bytes go
+# over TCP, the swap comes in the case's own receive); the outputs, '#' lines left out, must be
 # identical (but for the one difference docs/behaviour.md allows, judged apart), and preloaded
 # each case's receive must have swapped ("# swapped NAME tcp unix").
 # timeout: 90
@@ -16,7 +16,8 @@
 . "$(dirname -- "$0")/lib.sh"
 need_build
 
-# the default policy, named (lib.sh makes it 0 for most tests: a switch before the first byte)
+# a switch at the second exchange (lib.sh makes it 0 for most tests: a switch before the first
+# byte; the default, 16, would leave these short pairs on TCP)
 export SANSWITCH_SWITCH_AFTER=1
 
 # The one difference docs/behaviour.md allows ("The one difference at the switch-over"): an
