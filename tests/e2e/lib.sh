@@ -380,7 +380,10 @@ start_server() {
 
 # assert_preloaded PID — the running process has the library mapped (LD_PRELOAD really took).
 assert_preloaded() {
-	grep -q 'libsanswitch\.so' "/proc/$1/maps" 2>/dev/null ||
+	local -a maps=()
+	# (mapfile, not grep: see _now; this runs once a server)
+	mapfile -t maps 2>/dev/null <"/proc/$1/maps"
+	[[ ${maps[*]} == *libsanswitch.so* ]] ||
 		fail "process $1 ($(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)) does not map libsanswitch.so"
 }
 
@@ -415,10 +418,24 @@ same_as_kernel() {
 }
 
 no_preload_errors() {
-	local f
-	# (one grep for all: it names the files that have it, in order; its status is 2 when a file
-	# is missing, match or not)
-	f=$(grep -l 'cannot be preloaded' -- "$@" 2>/dev/null)
+	local f text
+	local -a big=()
+	# Files of up to 64 KiB (most: a run's stderr) are read by the shell itself (see _now: this
+	# runs once or twice a run); larger ones by one grep for all, which names the files that have
+	# it, in order (its status is 2 when a file is missing, match or not).
+	for f in "$@"; do
+		[ -s "$f" ] || continue
+		text=
+		IFS= read -r -d '' -N 65537 text 2>/dev/null <"$f"
+		if [ ${#text} -gt 65536 ]; then
+			big+=("$f")
+		elif [[ $text == *'cannot be preloaded'* ]]; then
+			show "$f"
+			fail "ld.so refused LD_PRELOAD (see $f)"
+		fi
+	done
+	[ ${#big[@]} -gt 0 ] || return 0
+	f=$(grep -l 'cannot be preloaded' -- "${big[@]}" 2>/dev/null)
 	[ -n "$f" ] || return 0
 	f=${f%%$'\n'*}
 	show "$f"
@@ -432,14 +449,17 @@ sha() { sha256sum <"$1" | cut -d' ' -f1; }
 STATS_LINE_RE='^sanswitch: pid=[0-9]+ switched=[0-9]+ fallback=[0-9]+ san_tx_bytes=[0-9]+ san_rx_bytes=[0-9]+ tcp_tx_bytes=[0-9]+ tcp_rx_bytes=[0-9]+( [a-z_]+=[0-9]+)*$'
 
 # _one_line FILE PREFIX WHAT — the one line of FILE that begins with PREFIX, which must match
-# STATS_LINE_RE (fails unless there is exactly one, well formed). One grep, the rest in bash:
-# these run several times per case (see _now).
+# STATS_LINE_RE (fails unless there is exactly one, well formed). In bash alone, no grep: these
+# run several times per case (see _now).
 _one_line() {
 	local l n=0 ok=
-	while IFS= read -r l; do
+	local -a all=()
+	[ -r "$1" ] && mapfile -t all <"$1"
+	for l in "${all[@]}"; do
+		[[ $l == "$2"* ]] || continue
 		n=$((n + 1))
 		[[ $l =~ $STATS_LINE_RE ]] && ok=$l
-	done < <(grep -- "^$2" "$1")
+	done
 	[ "$n" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): $n stats lines$3, expected exactly 1"; }
 	[ -n "$ok" ] || { show "$1"; fail "$(basename -- "$1"): malformed stats line$3"; }
 	echo "$ok"
@@ -451,14 +471,22 @@ stats_line() { _one_line "$1" 'sanswitch: pid=' ''; }
 # field LINE KEY — the value of KEY=... in a stats line (one per line if KEY is there more than
 # once). (Callers in $(...) add "|| exit 1": a fail there only leaves the subshell.)
 field() {
-	local v='' w
+	field_is "$1" "$2"
+	echo "$FIELD"
+}
+
+# field_is LINE KEY — the same into FIELD, for a check that runs several times a case: no
+# subshell, whose fork alone costs a few hundredths of a second in the emulated guest (see _now).
+FIELD=
+field_is() {
+	local w
 	local -a words
+	FIELD=
 	IFS=$' \n' read -r -d '' -a words <<<"$1" || :
 	for w in "${words[@]}"; do
-		[[ $w == "$2="* ]] && v+=${v:+$'\n'}${w#"$2="}
+		[[ $w == "$2="* ]] && FIELD+=${FIELD:+$'\n'}${w#"$2="}
 	done
-	[ -n "$v" ] || fail "no field $2 in: $1"
-	echo "$v"
+	[ -n "$FIELD" ] || fail "no field $2 in: $1"
 }
 
 # pid_line FILE PID — the one stats line of PID in FILE (a python3 that is a wrapper script, like
@@ -492,10 +520,17 @@ pids_switched() {
 
 # moved LINE KEY — san_KEY_bytes + tcp_KEY_bytes of a stats line (KEY: tx or rx).
 moved() {
-	local san tcp
-	san=$(field "$1" "san_$2_bytes") || exit 1
-	tcp=$(field "$1" "tcp_$2_bytes") || exit 1
-	echo $((san + tcp))
+	moved_is "$1" "$2"
+	echo "$MOVED"
+}
+
+# moved_is LINE KEY — the same into MOVED (see field_is).
+MOVED=
+moved_is() {
+	field_is "$1" "san_$2_bytes"
+	MOVED=$FIELD
+	field_is "$1" "tcp_$2_bytes"
+	MOVED=$((MOVED + FIELD))
 }
 
 # vswitched NAME CONNS — after `vpair NAME pre pre CONNS ...`: on both sides every connection was
@@ -506,23 +541,32 @@ moved() {
 VCL=
 VSL=
 vswitched() {
-	local name=$1 conns=$2 l up down
+	local name=$1 conns=$2 l up down sw
 	VCL=$(stats_line "$TMP/$name.cli.err") || exit 1
 	VSL=$(stats_line "$TMP/$name.srv.err") || exit 1
 	for l in "$VCL" "$VSL"; do
-		[ "$(field "$l" switched)" -eq "$conns" ] && [ "$(field "$l" fallback)" -eq 0 ] || {
+		field_is "$l" switched
+		sw=$FIELD
+		field_is "$l" fallback
+		[ "$sw" -eq "$conns" ] && [ "$FIELD" -eq 0 ] || {
 			show "$TMP/$name.cli.err" "$TMP/$name.srv.err"
 			fail "$name: not all $conns connections switched: $l"
 		}
 	done
-	[ "$(field "$VCL" connects)" -eq "$conns" ] || fail "$name: client connects != $conns: $VCL"
-	[ "$(field "$VSL" accepts)" -eq "$conns" ] || fail "$name: server accepts != $conns: $VSL"
+	field_is "$VCL" connects
+	[ "$FIELD" -eq "$conns" ] || fail "$name: client connects != $conns: $VCL"
+	field_is "$VSL" accepts
+	[ "$FIELD" -eq "$conns" ] || fail "$name: server accepts != $conns: $VSL"
 	up=$((VBYTES + 32 * conns))
 	down=$VBYTES
-	[ "$(moved "$VCL" tx)" -eq "$up" ] || fail "$name: client sent $up bytes, its line says $(moved "$VCL" tx): $VCL"
-	[ "$(moved "$VSL" rx)" -eq "$up" ] || fail "$name: server received $up bytes, its line says $(moved "$VSL" rx): $VSL"
-	[ "$(moved "$VSL" tx)" -eq "$down" ] || fail "$name: server sent $down bytes, its line says $(moved "$VSL" tx): $VSL"
-	[ "$(moved "$VCL" rx)" -eq "$down" ] || fail "$name: client received $down bytes, its line says $(moved "$VCL" rx): $VCL"
+	moved_is "$VCL" tx
+	[ "$MOVED" -eq "$up" ] || fail "$name: client sent $up bytes, its line says $MOVED: $VCL"
+	moved_is "$VSL" rx
+	[ "$MOVED" -eq "$up" ] || fail "$name: server received $up bytes, its line says $MOVED: $VSL"
+	moved_is "$VSL" tx
+	[ "$MOVED" -eq "$down" ] || fail "$name: server sent $down bytes, its line says $MOVED: $VSL"
+	moved_is "$VCL" rx
+	[ "$MOVED" -eq "$down" ] || fail "$name: client received $down bytes, its line says $MOVED: $VCL"
 }
 
 # ---------------------------------------------------------------- the verifier

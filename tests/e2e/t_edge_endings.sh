@@ -79,11 +79,13 @@ run_start() {
 	local -a rargs=(--delay "$delay" --wait "$wait" --rsize "$rsize" --slow-us "$slow"
 		--timeout "$tmo")
 	local -a sargs=(--bytes "$size" --chunk "$chunk" --end "$mode" --timeout $((tmo + 20)) "$@")
+	local a
 	local renv=${env%:*} senv=${env#*:}
 	# The sender runs under sh, which waits for it: a sender killed by a signal (kill, crash,
 	# abort) is reported by sh into the sender's .err, not by this shell into the test's log.
 	local -a sender=(sh -c '"$@"; exit $?' sh "$EDGE" send)
-	rm -f "$TMP/$id".[rs].*
+	# (emptied by the shell, not rm: see lines() below; run_sent looks at the sender's .out)
+	for a in r.out r.err s.out s.err; do : >"$TMP/$id.$a"; done
 	if [ "$role" = sconn ]; then
 		start_pf "$id.r" "$renv" "$EDGE" read --port-file '{PORTFILE}' "${rargs[@]}"
 		RPID[$id]=$SERVER_PID
@@ -129,7 +131,7 @@ run_sent() {
 	for ((i = 0; i < 400; i++)); do
 		[ -s "$TMP/$1.s.out" ] && return 0
 		alive "${SPID[$1]}" || return 0
-		sleep 0.05
+		_nap 0.05
 	done
 }
 
@@ -150,7 +152,7 @@ run_finish() {
 	if [[ $child =~ ^[0-9]+$ ]]; then
 		for ((i = 0; i < 200; i++)); do
 			ours "$child" || break
-			sleep 0.05
+			_nap 0.05
 		done
 		if ours "$child"; then
 			kill -KILL "$child" 2>/dev/null

@@ -72,13 +72,19 @@ TABLE=() BAD=()
 # one ID CASE ROLE MODE — run the case; its result line (or "NO RESULT (exit N)") on stdout. For
 # MODE pre, the parent's stats line must say its connection switched.
 one() {
-	local id=$1 c=$2 role=$3 mode=$4 out rc=0 pid l l_out sw ln
+	local id=$1 c=$2 role=$3 mode=$4 out rc=0 pid l l_out ln
 	local -a arg=()
 	out=$TMP/$id.$mode
 	[ "$role" = B ] && arg=(--accept)
 	as_t "$mode" 30 "$SIG" "$c" "${arg[@]}" >"$out.out" 2>"$out.err" || rc=$?
 	no_preload_errors "$out.err"
-	l=$(grep -v '^#' "$out.out")
+	# the result (the lines but the '#' ones) and the pids: in bash, no grep (every program run
+	# here costs a lot in the emulated guest of tests/rxe)
+	l= pid=
+	while IFS= read -r ln || [ -n "$ln" ]; do
+		[[ $ln =~ ^#\ pid\ ([0-9]*)$ ]] && pid+=${pid:+$'\n'}${BASH_REMATCH[1]}
+		[[ $ln == '#'* ]] || l+=${l:+$'\n'}$ln
+	done <"$out.out"
 	l_out=$l
 	if [ "$rc" -ne 0 ] || [ -z "$l" ]; then
 		# 124: the time limit; 142: sansig's own alarm (SIGALRM: a call that never returned)
@@ -87,14 +93,9 @@ one() {
 		return 0
 	fi
 	if [ "$mode" = pre ]; then
-		# (in bash: every program run here costs a lot in the emulated guest of tests/rxe)
-		pid=
-		while IFS= read -r ln || [ -n "$ln" ]; do
-			[[ $ln =~ ^#\ pid\ ([0-9]*)$ ]] && pid+=${pid:+$'\n'}${BASH_REMATCH[1]}
-		done <"$out.out"
 		l=$(pid_line "$out.err" "$pid") || exit 1
-		sw=$(field "$l" switched) || exit 1
-		if [ "$sw" -lt 1 ]; then
+		field_is "$l" switched
+		if [ "$FIELD" -lt 1 ]; then
 			show "$out.err" >&2
 			fail "$c (role $role): the parent's connection did not switch: $l"
 		fi
@@ -118,6 +119,7 @@ in_kernel() {
 took() { sed -n 's/^# took \([0-9]*\) ms$/\1 ms/p' "$TMP/$1.pre.out" "$TMP/$1.none.out" 2>/dev/null | head -n1; }
 
 NOTES=()
+declare -A SEEN # a case's kernel lines, while they are joined
 for role in A B; do
 	for c in "${CASES[@]}"; do
 		[ "$role" = B ] && [[ " ${ACC_CASES[*]} " != *" $c "* ]] && continue
@@ -150,7 +152,7 @@ for role in A B; do
 		verdict=ok
 		p=
 		last=
-		for r in $(seq "$ROUNDS"); do
+		for ((r = 1; r <= ROUNDS; r++)); do
 			cur=$id.r$r
 			p=$(one "$cur" "$c" "$role" pre) || exit 1
 			match=0
@@ -187,8 +189,14 @@ for role in A B; do
 				break
 			fi
 		done
-		# the kernel's lines, each once
-		kl=$(printf '%s\n' "${ks[@]}" | awk '!seen[$0]++' | paste -sd '|' | sed 's/|/ | /g')
+		# the kernel's lines, each once (joined in bash: see one)
+		kl=
+		SEEN=()
+		for kk in "${ks[@]}"; do
+			[ -n "${SEEN[x$kk]:-}" ] && continue
+			SEEN[x$kk]=1
+			kl+=${kl:+ | }$kk
+		done
 		case $verdict in
 		ok)
 			nok=$((nok + 1))

@@ -32,10 +32,12 @@ vcase() {
 		fail "$name.$SANSWITCH_BULK: crc32 $VCRC over verbs, ${KBASE[$base]} kernel-only"
 	vswitched "$name.$SANSWITCH_BULK" "$conns"
 	for l in "$VCL" "$VSL"; do
-		[ "$(field "$l" switched_verbs)" -eq "$conns" ] ||
-			fail "$name.$SANSWITCH_BULK: not switched onto verbs: $l"
-		rd=$(field "$l" read_tx_bytes) || exit 1
-		gr=$(field "$l" grant_tx_bytes) || exit 1
+		field_is "$l" switched_verbs
+		[ "$FIELD" -eq "$conns" ] || fail "$name.$SANSWITCH_BULK: not switched onto verbs: $l"
+		field_is "$l" read_tx_bytes
+		rd=$FIELD
+		field_is "$l" grant_tx_bytes
+		gr=$FIELD
 		case $SANSWITCH_BULK in
 		read) [ "$rd" -gt 0 ] && [ "$gr" -eq 0 ] ;;
 		grant) [ "$gr" -gt 0 ] && [ "$rd" -eq 0 ] ;;

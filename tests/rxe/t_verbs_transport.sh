@@ -6,19 +6,8 @@
 # timeout: 600
 set -u
 
-root=${SANSWITCH_ROOT:-$(cd -- "$(dirname -- "$0")/../.." && pwd)}
-SV=$root/build/sanverbs
-addr=${RXE_VM_ADDR:?RXE_VM_ADDR is not set: run through tests/rxe/run}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/t_verbs.XXXXXX") || exit 1
-srv_pid=
-cleanup() {
-	[ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null
-	rm -rf -- "$tmp"
-}
-trap cleanup EXIT
-
-[ -x "$SV" ] || { echo "FAIL: $SV is missing (make)"; exit 1; }
-failed=0
+# shellcheck source=tests/rxe/verbs_lib.sh
+. "$(dirname -- "$0")/verbs_lib.sh"
 port=18500
 
 # pair COUNT MAXSIZE SEED [MODE]: one server, one client; both must say ok with the same totals.
@@ -29,11 +18,8 @@ pair() {
 	rm -f "$tmp"/s.* "$tmp"/c.*
 	"$SV" server "$addr" "$port" >"$tmp/s.out" 2>"$tmp/s.err" &
 	srv_pid=$!
-	for _ in $(seq 100); do
-		grep -q 'listening' "$tmp/s.err" 2>/dev/null && break
-		kill -0 "$srv_pid" 2>/dev/null || break
-		sleep 0.05
-	done
+	srv_pids+=("$srv_pid")
+	until_listening "$tmp/s.err" "$srv_pid"
 	t0=$(date +%s.%N)
 	if [ "$mode" = rdma ]; then
 		want="^sanverbs: ok rdma rounds=$count read=$((count * max)) written=$max\$"
@@ -48,7 +34,6 @@ pair() {
 	t1=$(date +%s.%N)
 	wait "$srv_pid"
 	src=$?
-	srv_pid=
 	line_c=$(cat "$tmp/c.out")
 	line_s=$(cat "$tmp/s.out")
 	local secs
@@ -97,11 +82,8 @@ killed() {
 	rm -f "$tmp"/k.*
 	"$SV" server "$addr" "$port" >"$tmp/k.s.out" 2>"$tmp/k.s.err" &
 	spid=$!
-	srv_pid=$spid
-	for _ in $(seq 100); do
-		grep -q 'listening' "$tmp/k.s.err" 2>/dev/null && break
-		sleep 0.05
-	done
+	srv_pids+=("$spid")
+	until_listening "$tmp/k.s.err" "$spid"
 	"$SV" client "$addr" "$port" 100000000 64 3 >"$tmp/k.c.out" 2>"$tmp/k.c.err" &
 	cpid=$!
 	sleep 1.5
@@ -122,7 +104,6 @@ killed() {
 		rc_other=$?
 		err=$(grep -v listening "$tmp/k.s.err")
 	fi
-	srv_pid=
 	ms=$((($(date +%s%N) - t0) / 1000000))
 	if [ "$rc_other" -eq 1 ] && [[ $err == *"Connection reset"* ]] && [ "$ms" -lt 10000 ]; then
 		echo "ok   $victim killed: the other side saw it in ${ms} ms: $err"

@@ -25,10 +25,21 @@ start_server() {
 	"${pre[@]}" "$SV" server "$addr" "$port" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
 	srv_pid=$!
 	srv_pids+=("$srv_pid")
-	for _ in $(seq 200); do
-		grep -q 'listening' "$tmp/$name.err" 2>/dev/null && break
-		kill -0 "$srv_pid" 2>/dev/null || break
-		sleep 0.05
+	until_listening "$tmp/$name.err" "$srv_pid"
+}
+
+# until_listening ERRFILE PID: wait (10 s at most) until the server PID has said "listening" in
+# ERRFILE, or is gone. The shell's own reading and a read that times out on a FIFO, not grep and
+# sleep: a program started in the emulated guest costs a tenth of a second or more, each turn.
+until_listening() {
+	local i text
+	[ -p "$tmp/.nap" ] || mkfifo "$tmp/.nap"
+	for ((i = 0; i < 200; i++)); do
+		text=
+		IFS= read -r -d '' text 2>/dev/null <"$1"
+		[[ $text == *listening* ]] && return 0
+		kill -0 "$2" 2>/dev/null || return 0
+		read -rt 0.05 <>"$tmp/.nap"
 	done
 }
 
