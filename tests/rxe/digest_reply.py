@@ -1,6 +1,7 @@
-# tests/rxe/digest_reply.py — the exchange that relisten.py and quick_listen.py end their
-# connections with: the client sends its stream and shuts down its side, the server answers with
-# the SHA-256 of everything it read, a line, and the client compares it with its own.
+# tests/rxe/digest_reply.py — the exchange that relisten.py ends its connections with: the client
+# sends its stream and shuts down its side, the server answers with the SHA-256 of everything it
+# read, a line, and the client compares it with its own. (quick_listen.py reads its server's
+# answer, build/sanquick's CRC-32, with read() too.)
 import hashlib
 
 
