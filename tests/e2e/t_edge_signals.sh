@@ -80,7 +80,7 @@ one() {
 	no_preload_errors "$out.err"
 	# the result (the lines but the '#' ones) and the pids: in bash, no grep (every program run
 	# here costs a lot in the emulated guest of tests/rxe)
-	l= pid=
+	l='' pid=''
 	while IFS= read -r ln || [ -n "$ln" ]; do
 		[[ $ln =~ ^#\ pid\ ([0-9]*)$ ]] && pid+=${pid:+$'\n'}${BASH_REMATCH[1]}
 		[[ $ln == '#'* ]] || l+=${l:+$'\n'}$ln

@@ -17,19 +17,11 @@ addr=${RXE_VM_ADDR:?RXE_VM_ADDR is not set: run through tests/rxe/run}
 export SANSWITCH_STATS=1 SANSWITCH_PROVIDER=verbs
 N=$((32 * 1024 * 1024))
 
-# statline FILE — the one stats line in a file that also holds other output.
-statline() {
-	local l
-	l=$(grep -E "$STATS_LINE_RE" "$1") || { show "$1"; fail "$(basename -- "$1"): no stats line"; }
-	[ "$(wc -l <<<"$l")" -eq 1 ] || { show "$1"; fail "$(basename -- "$1"): several stats lines"; }
-	echo "$l"
-}
-
 # iperf NAME SERVER_MODE CLIENT_MODE [ARGS...]: -n N over the rxe address; the sender sent N
 # (or one block more), the receiver more than zero; a preloaded end's stats line must say
 # switched onto verbs when both ends are preloaded, TCP otherwise.
 iperf() {
-	local name=$1 smode=$2 cmode=$3 rc=0 srv_rc=0 sent l f conns
+	local name=$1 smode=$2 cmode=$3 rc=0 srv_rc=0 sent l f conns json=
 	# (a connection that stays on TCP says why, for the failure report: a few lines each)
 	local -x SANSWITCH_LOG=info
 	shift 3
@@ -41,13 +33,17 @@ iperf() {
 		show "$TMP/$name.cli.json" "$TMP/$name.cli.err" "$TMP/$name.srv.err"
 		fail "$name: iperf3 client exit $rc, server exit $srv_rc"
 	}
-	f=sum_sent
-	sent=$("$PY" -c 'import json, sys
-print(json.load(open(sys.argv[1]))["end"][sys.argv[2]]["bytes"])' "$TMP/$name.cli.json" "$f")
+	# The sender's count, end.sum_sent.bytes, by a match in the shell: a python3 started to parse
+	# the JSON took 2 to 3 s of the guest's time each. ("sum_sent" is a key of "end" alone, and
+	# its object holds no other: the first "bytes" after it, before its closing brace, is its.)
+	IFS= read -r -d '' json <"$TMP/$name.cli.json" || :
+	[[ $json =~ \"sum_sent\":[[:space:]]*\{[^}]*\"bytes\":[[:space:]]*([0-9]+) ]] ||
+		{ show "$TMP/$name.cli.json"; fail "$name: no end.sum_sent.bytes in iperf3's JSON"; }
+	sent=${BASH_REMATCH[1]}
 	[ "$sent" -ge "$N" ] && [ "$sent" -le $((N + 131072)) ] || fail "$name: sent $sent of $N"
 	for f in "$TMP/$name.cli.err" "$TMP/$name.srv.err"; do
 		case $f in *.cli.err) [ "$cmode" = pre ] || continue ;; *) [ "$smode" = pre ] || continue ;; esac
-		l=$(statline "$f") || exit 1
+		l=$(stats_line "$f") || exit 1
 		conns=$(($(field "$l" switched) + $(field "$l" fallback)))
 		if [ "$smode" = pre ] && [ "$cmode" = pre ]; then
 			[ "$(field "$l" switched_verbs)" -eq "$conns" ] && [ "$conns" -ge 2 ] || {
@@ -77,7 +73,7 @@ sed 's/\x1b\[[0-9;]*m//g' "$TMP/pp.cli.out" "$TMP/pp.cli.err" >"$TMP/pp.txt"
 grep -q '# dropped messages = 0; # duplicated messages = 0; # out-of-order messages = 0' "$TMP/pp.txt" ||
 	{ show "$TMP/pp.txt" "$TMP/pp.srv.err"; fail "sockperf: messages dropped, duplicated or reordered"; }
 p50=$(sed -n 's/.*percentile 50\.000 = *\([0-9.]*\).*/\1/p' "$TMP/pp.txt")
-l=$(statline "$TMP/pp.cli.err") || exit 1
+l=$(stats_line "$TMP/pp.cli.err") || exit 1
 [ "$(field "$l" switched_verbs)" -ge 1 ] || fail "sockperf: client not switched onto verbs: $l"
 stop "$SERVER_PID"
 unset SANSWITCH_LOG
@@ -102,7 +98,7 @@ wait_pid "$SERVER_PID" 30 || rc=$?
 [ "$rc" -ne 124 ] || { show "$TMP/kill.srv.out" "$TMP/kill.srv.err"; fail "kill: the server still ran 30 s after its peer was killed"; }
 grep -Eq 'Connection reset by peer|Broken pipe|closed|EOF' "$TMP/kill.srv.err" "$TMP/kill.srv.out" ||
 	{ show "$TMP/kill.srv.out" "$TMP/kill.srv.err"; fail "kill: the server did not report the lost peer"; }
-l=$(statline "$TMP/kill.srv.err") || exit 1
+l=$(stats_line "$TMP/kill.srv.err") || exit 1
 [ "$(field "$l" switched_verbs)" -eq 1 ] || fail "kill: the connection was not on verbs: $l"
 log "kill: the server saw its peer die and exited within $(($(date +%s) - t0)) s:" \
 	"$(grep -h 'server conn 0' "$TMP/kill.srv.err" "$TMP/kill.srv.out")"
@@ -119,7 +115,7 @@ if command -v setpriv >/dev/null 2>&1; then
 	wait_pid "$SERVER_PID" 30 || true
 	[ "$rc" -eq 0 ] || { show "$TMP/memlock.cli.out" "$TMP/memlock.cli.err"; fail "memlock: client exit $rc"; }
 	grep -q "crc32=$kcrc" "$TMP/memlock.cli.out" || fail "memlock: crc32 differs from kernel-only"
-	l=$(statline "$TMP/memlock.cli.err") || exit 1
+	l=$(stats_line "$TMP/memlock.cli.err") || exit 1
 	[ "$(field "$l" switched)" -eq 0 ] && [ "$(field "$l" fallback_resources)" -eq 2 ] ||
 		fail "memlock: expected 2 fallbacks for resources: $l"
 	log "memlock 64 KiB without CAP_IPC_LOCK: stayed TCP, reason resources, bytes verified; $l"

@@ -38,15 +38,18 @@ for mode in block fill block.exit fill.shutexit idle.exit; do
 		{ show "$TMP/s.$mode.out" "$TMP/s.$mode.err"; fail "$mode: sender failed"; }
 	wait_pid "$SERVER_PID" 60 ||
 		{ show "$TMP/r.$mode.out" "$TMP/r.$mode.err"; fail "$mode: receiver failed or hung"; }
-	sent=$(sed -n 's/^pure_sender: send //p' "$TMP/s.$mode.out")
-	got=$(sed -n 's/^pure_sender: recv //p' "$TMP/r.$mode.out")
+	# (the lines by the shell's own reading, not sed: see _now in tests/e2e/lib.sh)
+	sent='' got=''
+	lines_with "$TMP/s.$mode.out" 'pure_sender: send ' && sent=${LINES#pure_sender: send }
+	lines_with "$TMP/r.$mode.out" 'pure_sender: recv ' && got=${LINES#pure_sender: recv }
 	[ -n "$sent" ] && [ "$sent" = "$got" ] || {
 		show "$TMP/s.$mode.out" "$TMP/s.$mode.err" "$TMP/r.$mode.out" "$TMP/r.$mode.err"
 		fail "$mode: sent '$sent', received '$got'"
 	}
 	for f in "$TMP/s.$mode.err" "$TMP/r.$mode.err"; do
 		l=$(stats_line "$f") || exit 1
-		[ "$(field "$l" switched_verbs)" -eq 1 ] || fail "$mode: not switched onto verbs: $l"
+		field_is "$l" switched_verbs
+		[ "$FIELD" -eq 1 ] || fail "$mode: not switched onto verbs: $l"
 	done
 	log "$mode: sender ended at once, receiver read ${delay} s late: $got, then EOF, both ends on verbs"
 done
