@@ -18,17 +18,23 @@ shapes_run() {
 		show "$TMP/$name.cli.out" "$TMP/$name.cli.err" "$TMP/$name.srv.out" "$TMP/$name.srv.err"
 		fail "$name: client exit $rc, server exit $srv_rc"
 	}
-	RUN_WORST=$(sed -n 's/^client ok conns=[0-9]* worst_ms=\([0-9]*\)\..*/\1/p' "$TMP/$name.cli.out")
+	# (the lines here and below read by the shell, not sed: see lib.sh's _now)
+	RUN_WORST=
+	lines_with "$TMP/$name.cli.out" 'client ok conns=' &&
+		[[ $LINES =~ ^client\ ok\ conns=[0-9]*\ worst_ms=([0-9]*)\. ]] && RUN_WORST=${BASH_REMATCH[1]}
 	[ -n "$RUN_WORST" ] || { show "$TMP/$name.cli.out"; fail "$name: no 'client ok' line"; }
 }
 
 # role_lines NAME ROLE — the stats lines of the processes that printed "# pid P ROLE".
 role_lines() {
-	local pid f
+	local pid f l
 	for f in "$TMP/$1.cli.out" "$TMP/$1.srv.out"; do
-		for pid in $(sed -n "s/^# pid \([0-9]*\) $2\$/\1/p" "$f"); do
+		lines_with "$f" '# pid ' || continue
+		while IFS= read -r l; do
+			[[ $l =~ ^#\ pid\ ([0-9]*)\ (.*)$ ]] && [ "${BASH_REMATCH[2]}" = "$2" ] || continue
+			pid=${BASH_REMATCH[1]}
 			pid_line "${f%.out}.err" "$pid" || return 1
-		done
+		done <<<"$LINES"
 	done
 }
 
@@ -36,7 +42,8 @@ role_lines() {
 sum() {
 	local l t=0
 	while IFS= read -r l; do
-		t=$((t + $(field "$l" "$3")))
+		field_is "$l" "$3"
+		t=$((t + FIELD))
 	done < <(role_lines "$1" "$2")
 	echo "$t"
 }
