@@ -150,13 +150,17 @@ run_finish() {
 	child=${LINES[0]:-}
 	child=${child#child=}
 	if [[ $child =~ ^[0-9]+$ ]]; then
-		for ((i = 0; i < 200; i++)); do
-			ours "$child" || break
+		# (30 s: its run holds the connection 1 to 1.5 s, then ends; an emulated guest on a
+		# loaded host can take many times that to end a preloaded process)
+		_now
+		i=$((NOW + 30))
+		while ours "$child" && [ "$NOW" -lt "$i" ]; do
 			_nap 0.05
+			_now
 		done
 		if ours "$child"; then
 			kill -KILL "$child" 2>/dev/null
-			R_ERR+=" sender's child $child still running after 10 s;"
+			R_ERR+=" sender's child $child still running after 30 s;"
 		fi
 	fi
 	no_preload_errors "$f.r.err" "$f.s.err"

@@ -28,13 +28,14 @@ start_server() {
 	until_listening "$tmp/$name.err" "$srv_pid"
 }
 
-# until_listening ERRFILE PID: wait (10 s at most) until the server PID has said "listening" in
-# ERRFILE, or is gone. The shell's own reading and a read that times out on a FIFO, not grep and
-# sleep: a program started in the emulated guest costs a tenth of a second or more, each turn.
+# until_listening ERRFILE PID: wait (60 s at most: a server's first listen loads rdma-core, seconds
+# on a loaded emulated guest) until the server PID has said "listening" in ERRFILE, or is gone.
+# The shell's own reading and a read that times out on a FIFO, not grep and sleep: a program
+# started in the emulated guest costs a tenth of a second or more, each turn.
 until_listening() {
-	local i text
+	local text end=$((EPOCHSECONDS + 60))
 	[ -p "$tmp/.nap" ] || mkfifo "$tmp/.nap"
-	for ((i = 0; i < 200; i++)); do
+	while [ "$EPOCHSECONDS" -lt "$end" ]; do
 		text=
 		IFS= read -r -d '' text 2>/dev/null <"$1"
 		[[ $text == *listening* ]] && return 0
