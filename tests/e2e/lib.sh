@@ -417,19 +417,26 @@ same_as_kernel() {
 	log "all $n checks give the same results preloaded as on kernel TCP"
 }
 
+# _small FILE — FILE holds at most 64 KiB: its text in TEXT (else false). Such a file (most: a
+# run's stderr) is read by the shell itself (see _now); a larger one, a debug log, by grep, faster
+# there than a loop of the shell over every line.
+TEXT=
+_small() {
+	TEXT=
+	IFS= read -r -d '' -N 65537 TEXT 2>/dev/null <"$1"
+	[ ${#TEXT} -le 65536 ]
+}
+
 no_preload_errors() {
-	local f text
+	local f
 	local -a big=()
-	# Files of up to 64 KiB (most: a run's stderr) are read by the shell itself (see _now: this
-	# runs once or twice a run); larger ones by one grep for all, which names the files that have
-	# it, in order (its status is 2 when a file is missing, match or not).
+	# (the large files by one grep for all, which names the files that have it, in order; its
+	# status is 2 when a file is missing, match or not)
 	for f in "$@"; do
 		[ -s "$f" ] || continue
-		text=
-		IFS= read -r -d '' -N 65537 text 2>/dev/null <"$f"
-		if [ ${#text} -gt 65536 ]; then
+		if ! _small "$f"; then
 			big+=("$f")
-		elif [[ $text == *'cannot be preloaded'* ]]; then
+		elif [[ $TEXT == *'cannot be preloaded'* ]]; then
 			show "$f"
 			fail "ld.so refused LD_PRELOAD (see $f)"
 		fi
@@ -449,12 +456,18 @@ sha() { sha256sum <"$1" | cut -d' ' -f1; }
 STATS_LINE_RE='^sanswitch: pid=[0-9]+ switched=[0-9]+ fallback=[0-9]+ san_tx_bytes=[0-9]+ san_rx_bytes=[0-9]+ tcp_tx_bytes=[0-9]+ tcp_rx_bytes=[0-9]+( [a-z_]+=[0-9]+)*$'
 
 # _one_line FILE PREFIX WHAT — the one line of FILE that begins with PREFIX, which must match
-# STATS_LINE_RE (fails unless there is exactly one, well formed). In bash alone, no grep: these
-# run several times per case (see _now).
+# STATS_LINE_RE (fails unless there is exactly one, well formed). In bash alone but for a large
+# file (_small): these run several times per case (see _now).
 _one_line() {
 	local l n=0 ok=
 	local -a all=()
-	[ -r "$1" ] && mapfile -t all <"$1"
+	if [ ! -r "$1" ]; then
+		:
+	elif _small "$1"; then
+		mapfile -t all <<<"$TEXT"
+	else
+		mapfile -t all < <(grep -F -- "$2" "$1")
+	fi
 	for l in "${all[@]}"; do
 		[[ $l == "$2"* ]] || continue
 		n=$((n + 1))
