@@ -83,10 +83,12 @@ log "sockperf pp over verbs: p50 ${p50}us; $l"
 start_server kill.srv pre --conns-total 1 -t 60 -a "$addr"
 spawn kill.cli pre "$SANVERIFY" client -a "$addr" -p "$SERVER_PORT" -c 1 -b 1G -s 31 -t 60
 cli=$SPAWN_PID
-# well into the transfer (the stats line at the end says it was switched): the connection first
-# (a loaded TCG guest can take seconds to start a preloaded process), then 2 s of it
-for _ in $(seq 300); do
-	[ -n "$(ss -Htn state established "sport = :$SERVER_PORT" 2>/dev/null)" ] && break
+# well into the transfer: the client's connection switched (sanstat), then 2 s
+# of it. Established on TCP was not enough: the client's first send runs the upgrade over verbs,
+# which a loaded TCG guest can take seconds to finish, and a client killed before its header went
+# left the server waiting for a connection to count (1 run in a make rxe-check, 2026-11-30)
+for _ in $(seq 600); do
+	"$BUILD/sanstat" -p "$cli" --state switched 2>/dev/null | grep -q "^switched " && break
 	sleep 0.1
 done
 sleep 2
