@@ -177,7 +177,15 @@ struct san_shm_ring_shared {
 	 * by the producer at a send. A peer that predates the field leaves it 0: no bound.
 	 */
 	_Atomic uint32_t cons_window;
-	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 108];
+	uint32_t rsvd_align1;
+	/*
+	 * The switch-over word of this ring's direction (core/san_shm_switch.h): the producer
+	 * commits its offset X into it, the consumer holds it while it receives over TCP.
+	 * Written by both sides, only by compare-and-swap. Unused (0) until a handshake says both
+	 * ends switch without a pause (docs/protocol.md §16).
+	 */
+	_Atomic uint64_t sw;
+	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 120];
 	/* Block 1: the producer's line. */
 	_Atomic uint64_t prod;	     /* bytes committed, ever; a multiple of 8 */
 	_Atomic uint32_t cons_armed; /* consumer sleeps, wants a doorbell: SAN_SHM_ARMED and the

@@ -29,6 +29,7 @@
 	X(upgrade)         \
 	X(shm_ring)        \
 	X(shm_cma)         \
+	X(shm_switch)      \
 	X(fdtable)          \
 	X(owner)            \
 	X(forked)           \
