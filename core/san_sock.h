@@ -32,6 +32,12 @@
 enum san_sock_rx { SK_RX_TCP, SK_RX_PAUSED, SK_RX_DRAIN, SK_RX_SAN };
 enum san_sock_tx { SK_TX_TCP, SK_TX_SAN };
 /*
+ * The no-pause switch-over (SAN_CAP_NOPAUSE, docs/protocol.md §16), shm only. LOOKING: the
+ * rings are mapped and our reader holds the peer's switch-over word around each TCP receive
+ * (rxr); READY: the peer's reader does the same, so we may commit our own direction (txr).
+ */
+enum san_sock_prep { SK_PREP_NONE, SK_PREP_LOOKING, SK_PREP_READY };
+/*
  * The peer's process has closed its last copy of the connection (the anchor ended) without a
  * DISCONNECT or ABORT for us to read: exited, killed, crashed, or closed it behind our wrappers.
  * The kernel would have ended its TCP socket with a FIN, or an RST if bytes we sent were left
@@ -146,6 +152,7 @@ struct san_sock {
 	int64_t fork_dtx, fork_drx; /* the kernel's count minus ours, each way, at the fork */
 	enum san_sock_rx rx;
 	enum san_sock_tx tx;
+	enum san_sock_prep prep;
 	uint64_t tcp_tx, tcp_rx; /* application bytes moved over TCP */
 	uint64_t x_peer;	 /* the peer's switch-over offset */
 	uint64_t nonce_mine;	 /* what the peer writes in its MARK */
@@ -437,6 +444,12 @@ void san_sock_spin_late(uint64_t waited_ns, bool peer_here);
 
 /* Internal to core/: the registry and the pieces the upgrade and the data path share. */
 void san_sock_drop(struct san_sock *s, unsigned int reason);
+/*
+ * No pause (docs/protocol.md §16): both ends proved, the peer's reader looks at our word: we
+ * may commit our direction, and do at once when no call of ours is in the kernel (else at the
+ * next send, or as our reader meets the peer's MARK). Lock held.
+ */
+void san_sock_prep_ready(struct san_sock *s);
 void san_sock_drop_fd(int fd, bool active, unsigned int reason);
 void san_sock_check_anchor(struct san_sock *s);
 int san_sock_swap(struct san_sock *s);
