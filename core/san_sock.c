@@ -1109,7 +1109,7 @@ void san_sock_drop(struct san_sock *s, unsigned int reason)
 		san_sock_reset_locked(s, -ECONNRESET, reason < 32 ? reason : SAN_R_STATE);
 		return;
 	}
-	s->prep = SK_PREP_NONE;
+	san_sock_prep_end(s);
 
 	san_debug("fd %d: stays on TCP (%s)", s->fd,
 		  reason < 32 ? san_reason_str((uint16_t)reason) : san_fb_name(reason));
@@ -1199,7 +1199,7 @@ int san_sock_rcvlowat(int fd, int *val, bool set)
 	san_sock_lock(s);
 	if (s->tcp < 0) {
 		/* (closing: the application's number names what it names) */
-	} else if (s->committed && !s->swapped) {
+	} else if ((s->committed || s->prep) && !s->swapped) {
 		if (set) {
 			/* as the kernel keeps it: 0 is 1, at most half the receive buffer */
 			int half = san_sys_getsockopt_int(s->tcp, SOL_SOCKET, SO_RCVBUF) / 2;
@@ -1332,7 +1332,7 @@ void san_sock_on_bufsize(int fd, bool snd)
 		return;
 	san_sock_lock(s);
 	sock_flags_all(s, snd ? SAN_FDF_SNDBUF : SAN_FDF_RCVBUF, 0); /* (read through s->fd) */
-	if (s->committed)
+	if (s->committed || s->prep)
 		sock_windows(s);
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
@@ -2075,6 +2075,11 @@ static bool peer_on_host(const struct san_tuple *t)
 	return a_loopback(&t->peer) || !memcmp(t->peer.addr, t->local.addr, sizeof(t->peer.addr));
 }
 
+bool san_sock_peer_on_host(const struct san_sock *s)
+{
+	return peer_on_host(&s->tuple);
+}
+
 /*
  * B: may the peer propose over shm (a name of our own is worth its socket and its fd then)?
  * On this host, and shm allowed. Lock held.
@@ -2182,6 +2187,7 @@ static ssize_t sock_direct(struct san_sock *s, int fd, struct msghdr *m, int fla
  * false: not now (perhaps dropped).
  */
 static bool sock_kernel_diff(struct san_sock *s, int64_t *dtx, int64_t *drx);
+static void sock_learn_peer(struct san_sock *s);
 
 static bool a_may_propose(struct san_sock *s)
 {
@@ -2232,6 +2238,12 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p);
 static bool sock_before_io(struct san_sock *s, bool send, bool *rx_empty)
 {
 	sock_touch(s);
+	sock_learn_peer(s);
+	if (s->prep_gone && !s->dropped) {
+		s->prep_gone = false;
+		san_sock_drop(s, SAN_R_STATE); /* a fork came while it was prepared */
+		return false;
+	}
 	if (s->role == SAN_UP_ROLE_A && !s->attempted) {
 		const struct san_prov_ops *p = san_prov_for_a(NULL);
 
@@ -2348,7 +2360,7 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
 /* ---- the no-pause switch-over (docs/protocol.md §16; core/san_shm_switch.h) ---------- */
 
 /* Yields a commit that must happen waits for a peer's reader inside a receive, at most. */
-#define SAN_SW_TRIES_MUST 100000
+#define SAN_SW_TRIES_MUST 20000
 /* ... and one at a send, which may go on TCP instead and try again at the next */
 #define SAN_SW_TRIES 4
 
@@ -2381,8 +2393,16 @@ static int sock_commit_tx(struct san_sock *s, bool must)
 {
 	int r;
 
-	if (s->fin_sent)
-		return must ? 0 : -EPIPE; /* our end went on TCP: nothing more to switch our way */
+	if (s->fin_sent) {
+		/*
+		 * Our end went on TCP: nothing more goes our way. At the peer's MARK the
+		 * connection is switched all the same (its end, the anchor, our Y as for a commit).
+		 */
+		if (!must)
+			return -EPIPE;
+		san_sock_commit(s);
+		return 0;
+	}
 	if (!must) {
 		/*
 		 * Our way only: X is our count of what went on TCP, which must be the kernel's
@@ -2409,8 +2429,9 @@ static int sock_commit_tx(struct san_sock *s, bool must)
 		return r;
 	}
 	if (r < 0) {
+		/* (busy: the peer's reader stayed inside a receive, its thread stopped or gone) */
 		san_sock_commit(s);
-		san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
+		san_sock_reset_locked(s, -ECONNRESET, r == -EBUSY ? SAN_R_TIMEOUT : SAN_R_PROTOCOL);
 		return -ECONNRESET;
 	}
 	san_sock_commit(s);
@@ -2422,6 +2443,38 @@ static int sock_commit_tx(struct san_sock *s, bool must)
 	}
 	san_debug("fd %d: committed at %llu (no pause)", s->fd, (unsigned long long)s->tcp_tx);
 	return 0;
+}
+
+/*
+ * No pause: the peer's X once it committed, learned without a receive (a sender that never
+ * reads must know what its anchor means, as after the paused switch-over). Lock held.
+ */
+static void sock_learn_peer(struct san_sock *s)
+{
+	uint64_t x;
+
+	if (s->prep && s->rx == SK_RX_TCP && san_shm_sw_committed(s->rxr.sh, &x) && x >= s->tcp_rx) {
+		s->x_peer = x;
+		s->rx = SK_RX_DRAIN;
+	}
+}
+
+void san_sock_prep_looking(struct san_sock *s)
+{
+	s->prep = SK_PREP_LOOKING;
+	/* our window in our inbound ring before the peer can commit (at READY: it writes at once) */
+	sock_windows(s);
+	/* the peer's MARK may be all that comes on TCP from its commit on, which we learn of late */
+	lowat_hold(s);
+}
+
+void san_sock_prep_end(struct san_sock *s)
+{
+	if (!s->prep)
+		return;
+	s->prep = SK_PREP_NONE;
+	if (!s->committed)
+		lowat_release(s);
 }
 
 void san_sock_prep_ready(struct san_sock *s)
@@ -2551,8 +2604,13 @@ static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms, bool af
 	 * MARK unread in it) only its hang-up flags may be asked for.
 	 */
 	bool peer = s->committed && s->tcp >= 0 && s->tcp != fd;
+	/*
+	 * (no pause, the peer's way still on TCP: its FIN there ends its stream and says nothing
+	 * of the peer; only an error or a hang-up does)
+	 */
 	struct pollfd p[2] = { { fd, ev, 0 },
-			       { peer ? s->tcp : -1, s->swapped ? POLLIN : POLLRDHUP, 0 } };
+			       { peer ? s->tcp : -1,
+				 s->swapped ? POLLIN : s->rx == SK_RX_TCP ? 0 : POLLRDHUP, 0 } };
 	struct san_sig_mark sm;
 	int r;
 
@@ -2592,13 +2650,14 @@ void san_sock_check_anchor(struct san_sock *s)
 
 	if (!s->committed || s->anchor_dead || s->tcp < 0)
 		return;
+	sock_learn_peer(s);
 	if (s->swapped) {
 		r = san_sys_recv(s->tcp, &b, 1, MSG_DONTWAIT | MSG_PEEK);
 		if (r == -EAGAIN || r == -EINTR)
 			return;
 	} else {
 		/* still the application's TCP socket: the peer's MARK may wait there unread */
-		struct pollfd p = { s->tcp, POLLRDHUP, 0 };
+		struct pollfd p = { s->tcp, s->rx == SK_RX_TCP ? 0 : POLLRDHUP, 0 };
 
 		if (san_sys_poll(&p, 1, 0) <= 0)
 			return;
@@ -3497,7 +3556,7 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 					s->ex_done++;
 					s->ex_sent = false;
 				}
-				if (!san_cfg.switch_after ||
+				if ((!san_cfg.switch_after && !san_cfg.nopause) ||
 				    s->ex_done > san_cfg.switch_after + SAN_A_TRIES +
 							 (san_cfg.nopause ? SAN_NOPAUSE_LATE : 0)) {
 					m->msg_flags = mh.msg_flags;
@@ -3707,6 +3766,22 @@ int san_sock_shutdown(int fd, int how)
 	if (how != SHUT_RD && a_due_at_shutdown(s)) {
 		s->last_try = true;
 		a_propose_now(s, san_prov_for_a(NULL));
+		/*
+		 * Without a pause the handshake goes on on the engine: the end must follow it (a
+		 * MARK after our FIN could not be), so this once the call waits for it.
+		 */
+	}
+	if (how != SHUT_RD && san_cfg.nopause && s->attempted && !s->committed && !s->dropped &&
+	    !s->err && s->prov == &san_prov_shm) {
+		/*
+		 * Without a pause the handshake may still go on on the engines: the end must follow
+		 * it, by the ring (a MARK after our FIN could not be), so this once the call waits
+		 * for it, and commits our way if the engine could not.
+		 */
+		san_up_wait_prepared(s);
+		for (int i = 0; i < 3 && s->prep == SK_PREP_READY && s->tx == SK_TX_TCP && !s->err; i++)
+			if (sock_commit_tx(s, false) != -EBUSY)
+				break;
 	}
 	if (s->prep && !s->committed && how != SHUT_RD) {
 		/*
@@ -4125,7 +4200,8 @@ static void fork_prepare_one(struct fork_rec *r, bool cand)
 			s->x_peer = x;
 			s->rx = SK_RX_DRAIN;
 		} else {
-			s->prep = SK_PREP_NONE;
+			san_sock_prep_end(s);
+			s->prep_gone = true; /* (no drop here: reg_lock is held) */
 		}
 	}
 	if (cand)
@@ -4454,8 +4530,14 @@ static bool settle_for_exec(int fd, bool switched, uint32_t flags)
 	if (s->prep && !san) {
 		uint64_t x;
 
-		/* prepared without a pause: the new program must not meet the peer's MARK */
+		/*
+		 * Prepared without a pause: the new program must not meet the peer's MARK. Where
+		 * the peer committed it gets a switched connection's end of file; else the
+		 * connection stays TCP, here too if the exec fails.
+		 */
 		san = s->rx != SK_RX_TCP || san_shm_sw_withdraw(s->rxr.sh, &x) == 1;
+		if (!san)
+			san_sock_drop(s, SAN_R_STATE);
 	}
 	if (s->proc->orphan || s->proc->from_fork) {
 		/*
@@ -4656,7 +4738,8 @@ void san_sock_atfork_child(void)
 			/* shared with the parent: its state is both processes' from now on; its
 			 * slot in the child's own file is claimed at the child's first data call */
 			s->proc->stc_child = true;
-		} else if (s->committed || s->swapped) {
+		} else if (s->committed || s->swapped || (s->prep && s->rx != SK_RX_TCP)) {
+			/* (prepared, the peer committed: our copy cannot read its MARK for us) */
 			s->proc->orphan = true;
 			s->err = -ECONNRESET;
 			/* the offers in the shared slots are the parent's: never settle them here */
@@ -4791,7 +4874,8 @@ bool san_sock_on_close(int fd)
 	}
 	/* its slot is released with the number (san_stats_fd_close): a new connection's then */
 	s->proc->stc = NULL;
-	if (s->committed && !s->swapped && s->rx == SK_RX_DRAIN && s->tcp_rx == s->x_peer) {
+	if ((s->committed || s->prep) && !s->swapped && s->rx == SK_RX_DRAIN &&
+	    s->tcp_rx == s->x_peer) {
 		/*
 		 * The application read everything before the peer's MARK but not the MARK: left
 		 * unread, it would make the kernel answer our close with a reset, which can destroy

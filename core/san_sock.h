@@ -153,6 +153,8 @@ struct san_sock {
 	enum san_sock_rx rx;
 	enum san_sock_tx tx;
 	enum san_sock_prep prep;
+	bool prep_gone;	 /* a fork ended the preparation: the next data call drops it */
+	unsigned int prep_fork_gen; /* A: san_sock_fork_gen() when its handshake began */
 	uint64_t tcp_tx, tcp_rx; /* application bytes moved over TCP */
 	uint64_t x_peer;	 /* the peer's switch-over offset */
 	uint64_t nonce_mine;	 /* what the peer writes in its MARK */
@@ -450,6 +452,12 @@ void san_sock_drop(struct san_sock *s, unsigned int reason);
  * next send, or as our reader meets the peer's MARK). Lock held.
  */
 void san_sock_prep_ready(struct san_sock *s);
+/* ... LOOKING: the rings are ours, our reader looks at the peer's word from now on. Lock held. */
+void san_sock_prep_looking(struct san_sock *s);
+/* ... no more (fallen back, or withdrawn): the application's SO_RCVLOWAT back. Lock held. */
+void san_sock_prep_end(struct san_sock *s);
+/* The TCP peer is on this host (a loopback address, or our own). s->tuple known. */
+bool san_sock_peer_on_host(const struct san_sock *s);
 void san_sock_drop_fd(int fd, bool active, unsigned int reason);
 void san_sock_check_anchor(struct san_sock *s);
 int san_sock_swap(struct san_sock *s);
@@ -478,6 +486,12 @@ int san_fd_dup_hidden(int fd);
 
 /* san_up.c: the upgrade (shm), and the pieces every provider's upgrade uses. */
 int san_up_a_run(struct san_sock *s);
+/*
+ * No pause: wait, lock held (released while waiting), until the handshake on the engines has
+ * ended for us (READY, or fallen back), at most 3 s: SANSWITCH_NOPAUSE=2's due calls (A), a
+ * shutdown (A or B).
+ */
+void san_up_wait_prepared(struct san_sock *s);
 uint64_t san_up_nonce(void);
 int san_up_pair(int *x, int *y);
 /*

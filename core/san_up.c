@@ -215,7 +215,7 @@ int san_up_fallback(struct san_sock *s, unsigned int reason)
 	if (s->ypeer >= 0)
 		san_sys_close(s->ypeer);
 	s->xfd = s->ylocal = s->ypeer = -1;
-	s->prep = SK_PREP_NONE;
+	san_sock_prep_end(s);
 	if ((reason == SAN_R_NOT_OWNER || reason == SAN_R_BUSY || reason == SAN_R_TIMEOUT) &&
 	    san_sock_retry_later(s))
 		return 0;
@@ -329,7 +329,8 @@ int san_up_a_run(struct san_sock *s)
 		return san_up_fallback(s, SAN_FB_NO_PROVIDER);
 	if (san_fault(SAN_FAULT_SIDE_REFUSE))
 		return SAN_PROV_NO_PEER;
-	if (san_cfg.nopause)
+	/* (a peer elsewhere: the paused switch-over, which goes on to verbs if shm finds none) */
+	if (san_cfg.nopause && san_sock_peer_on_host(s))
 		return a_prepare(s, netns);
 	/*
 	 * The connection's own name first (B in a worker: san_up_name_conn), then the listener's,
@@ -529,7 +530,8 @@ static void a_prep_fail(struct ev_loop *loop, struct a_prep *ap, unsigned int re
 	pthread_cond_broadcast(&s->cond); /* (a due call that waits: SANSWITCH_NOPAUSE=2) */
 	pthread_mutex_unlock(&s->lock);
 	san_debug("fd %d: no pause: the handshake ended (%s), %.0f us after it was due", ap->fd,
-		  san_reason_str((uint16_t)reason), (double)(san_sock_now_ns() - ap->t0) / 1e3);
+		  reason < 32 ? san_reason_str((uint16_t)reason) : san_fb_name(reason),
+		  (double)(san_sock_now_ns() - ap->t0) / 1e3);
 	a_prep_free(NULL, ap);
 }
 
@@ -567,8 +569,7 @@ static void a_prep_read(struct ev_loop *loop, ev_io *w, int revents)
 		a_prep_fail(NULL, ap, rx.msg.u.reject.reason);
 		return;
 	}
-	if (rx.msg.type != SAN_T_ACCEPT || rx.fd < 0 || rx.msg.u.accept.params_len != sizeof(prm) ||
-	    !(rx.msg.u.accept.caps & SAN_CAP_NOPAUSE)) {
+	if (rx.msg.type != SAN_T_ACCEPT || rx.fd < 0 || rx.msg.u.accept.params_len != sizeof(prm)) {
 		san_side_rx_close_fds(&rx);
 		side_abort(w->fd, SAN_R_MALFORMED);
 		a_prep_fail(NULL, ap, SAN_R_MALFORMED);
@@ -585,10 +586,18 @@ static void a_prep_read(struct ev_loop *loop, ev_io *w, int revents)
 		a_prep_fail(NULL, ap, SAN_R_CREDENTIALS);
 		return;
 	}
+	if (!(rx.msg.u.accept.caps & SAN_CAP_NOPAUSE)) {
+		/* a B of an older build, paused for our SWITCH: our ABORT resumes it */
+		san_side_rx_close_fds(&rx);
+		side_abort(w->fd, SAN_R_VERSION);
+		a_prep_fail(NULL, ap, SAN_R_VERSION);
+		return;
+	}
 	san_sock_lock(s);
 	/* a receive of ours in the kernel (begun before we were due) would not look: later */
 	busy = s->in_kernel > 0;
-	if (!a_prep_alive(ap) || busy) {
+	/* a fork since we were due: a copy in the child would read without looking */
+	if (!a_prep_alive(ap) || busy || s->prep_fork_gen != san_sock_fork_gen()) {
 		pthread_mutex_unlock(&s->lock);
 		san_side_rx_close_fds(&rx);
 		side_abort(w->fd, busy ? SAN_R_BUSY : SAN_R_STATE);
@@ -603,12 +612,10 @@ static void a_prep_read(struct ev_loop *loop, ev_io *w, int revents)
 	s->txr.unhashed = (s->peer_caps & SAN_CAP_UNHASHED) != 0;
 	s->nonce_peer = rx.msg.u.accept.nonce;
 	/* Our reader looks from here: B commits only once it has our SWITCH. */
-	s->prep = SK_PREP_LOOKING;
-	pthread_mutex_unlock(&s->lock);
+	san_sock_prep_looking(s);
 	san_side_rx_close_fds(&rx);
-
+	/* (under the lock: a reset meanwhile would close our Y, and its number be reused) */
 	r = san_sidechan_send(w->fd, &m, s->ylocal);
-	san_sock_lock(s);
 	if (r < 0) {
 		/* B never commits: B's reader lets go too, at the channel's end */
 		if (san_shm_sw_withdraw(s->rxr.sh, &x) == 1) {
@@ -617,7 +624,7 @@ static void a_prep_read(struct ev_loop *loop, ev_io *w, int revents)
 		} else {
 			san_up_fallback(s, SAN_R_CHANNEL);
 		}
-	} else if (s->prep == SK_PREP_LOOKING) {
+	} else {
 		/* Handed off (§9.4): B's reader looks at our word since its ACCEPT. */
 		san_sys_close(s->side);
 		s->side = -1;
@@ -731,6 +738,7 @@ static int a_prepare(struct san_sock *s, uint64_t netns)
 	ap->tuple = s->tuple;
 	ap->retries = san_sock_may_retry(s);
 	ap->t0 = san_sock_now_ns();
+	s->prep_fork_gen = san_sock_fork_gen();
 	if (san_engine_call(a_prep_start, ap) < 0) {
 		san_sock_put(s); /* (the caller's reference keeps it) */
 		free(ap);
@@ -742,9 +750,16 @@ static int a_prepare(struct san_sock *s, uint64_t netns)
 	 * call waits for the preparation (its end, whatever it is), as the paused switch-over's
 	 * does, and the engine's commit at READY puts this call's bytes on the SAN.
 	 */
+	if (san_cfg.nopause == 2)
+		san_up_wait_prepared(s);
+	return 0;
+}
+
+void san_up_wait_prepared(struct san_sock *s)
+{
 	for (uint64_t end = san_sock_now_ns() + 3000000000ull;
-	     san_cfg.nopause == 2 && s->prep != SK_PREP_READY && s->attempted && !s->dropped &&
-	     !s->err && san_sock_now_ns() < end;) {
+	     s->prep != SK_PREP_READY && s->attempted && !s->dropped && !s->err &&
+	     !s->committed && san_sock_now_ns() < end;) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -755,7 +770,6 @@ static int a_prepare(struct san_sock *s, uint64_t netns)
 		}
 		san_sock_wait(s, &ts);
 	}
-	return 0;
 }
 
 /* ---- B, on the engine thread ------------------------------------------------------------ */
@@ -1044,7 +1058,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	s->prov = &san_prov_shm;
 	san_stats_conn_set(s->proc->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
 	if (p->caps & SAN_CAP_NOPAUSE)
-		s->prep = SK_PREP_LOOKING;
+		san_sock_prep_looking(s);
 	else
 		s->rx = SK_RX_PAUSED;
 	s->xfd = x;
