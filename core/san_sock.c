@@ -2369,7 +2369,7 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
  * the peer's word first; one the peer committed already cannot be let go (its bytes are in
  * the ring, its MARK on TCP) while ours stay on TCP: reset. Lock held.
  */
-static void sock_prep_drop(struct san_sock *s, unsigned int reason)
+void san_sock_prep_drop(struct san_sock *s, unsigned int reason)
 {
 	uint64_t x;
 
@@ -2417,7 +2417,7 @@ static int sock_commit_tx(struct san_sock *s, bool must)
 			      : dtx != (s->role == SAN_UP_ROLE_A ? 1 : 0)) {
 			san_debug("fd %d: no commit: we sent %lld bytes more than we know of", s->fd,
 				  (long long)dtx);
-			sock_prep_drop(s, SAN_R_STATE);
+			san_sock_prep_drop(s, SAN_R_STATE);
 			return -EXDEV;
 		}
 	}
@@ -2425,7 +2425,7 @@ static int sock_commit_tx(struct san_sock *s, bool must)
 	if (r == -EBUSY && !must)
 		return r;
 	if (r == -ECANCELED && !must) {
-		sock_prep_drop(s, SAN_R_STATE); /* the peer let go (a fork, a close) */
+		san_sock_prep_drop(s, SAN_R_STATE); /* the peer let go (a fork, a close) */
 		return r;
 	}
 	if (r < 0) {

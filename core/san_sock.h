@@ -456,6 +456,12 @@ void san_sock_prep_ready(struct san_sock *s);
 void san_sock_prep_looking(struct san_sock *s);
 /* ... no more (fallen back, or withdrawn): the application's SO_RCVLOWAT back. Lock held. */
 void san_sock_prep_end(struct san_sock *s);
+/*
+ * ... dropped before our way committed: our reader lets go of the peer's word and the
+ * connection stays TCP (san_up_fallback with reason); a peer that committed already cannot be
+ * let go of: reset. Lock held.
+ */
+void san_sock_prep_drop(struct san_sock *s, unsigned int reason);
 /* The TCP peer is on this host (a loopback address, or our own). s->tuple known. */
 bool san_sock_peer_on_host(const struct san_sock *s);
 void san_sock_drop_fd(int fd, bool active, unsigned int reason);

@@ -552,7 +552,6 @@ static void a_prep_read(struct ev_loop *loop, ev_io *w, int revents)
 	struct san_shm_params prm;
 	struct san_owner_proof pf;
 	struct san_msg m = { .type = SAN_T_SWITCH };
-	uint64_t x;
 	int r = san_sidechan_recv(w->fd, &rx, true);
 	bool busy;
 
@@ -618,12 +617,7 @@ static void a_prep_read(struct ev_loop *loop, ev_io *w, int revents)
 	r = san_sidechan_send(w->fd, &m, s->ylocal);
 	if (r < 0) {
 		/* B never commits: B's reader lets go too, at the channel's end */
-		if (san_shm_sw_withdraw(s->rxr.sh, &x) == 1) {
-			san_sock_commit(s);
-			san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
-		} else {
-			san_up_fallback(s, SAN_R_CHANNEL);
-		}
+		san_sock_prep_drop(s, SAN_R_CHANNEL);
 	} else {
 		/* Handed off (§9.4): B's reader looks at our word since its ACCEPT. */
 		san_sys_close(s->side);
@@ -809,17 +803,11 @@ static void side_reject(int fd, uint16_t reason)
 /* B's reader resumes and the connection stays TCP. */
 void san_up_b_fallback(struct san_sock *s, unsigned int reason)
 {
-	uint64_t x;
 
 	san_sock_lock(s);
 	if (s->prep && !s->committed) {
 		/* no pause: our reader lets go of A's word (A committed without SWITCH: a lie) */
-		if (san_shm_sw_withdraw(s->rxr.sh, &x) == 1) {
-			san_sock_commit(s);
-			san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
-		} else {
-			san_up_fallback(s, reason);
-		}
+		san_sock_prep_drop(s, reason);
 	} else if (!s->committed && !s->proc->closing) {
 		if (s->rx == SK_RX_PAUSED)
 			san_sock_epoll_rearm_paused(s);
@@ -1097,17 +1085,12 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 static void b_prepared(struct side_conn *c, struct san_side_rx *rx)
 {
 	struct san_sock *s = c->s;
-	uint64_t x;
 
 	san_sock_lock(s);
 	if (rx->fd < 0 || s->prep != SK_PREP_LOOKING) {
 		/* (A commits only after its SWITCH: a word it committed here is a lie) */
-		if (s->prep && san_shm_sw_withdraw(s->rxr.sh, &x) == 1) {
-			san_sock_commit(s);
-			san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
-		} else if (s->prep) {
-			san_up_fallback(s, SAN_R_PROTOCOL);
-		}
+		if (s->prep)
+			san_sock_prep_drop(s, SAN_R_PROTOCOL);
 	} else {
 		s->ypeer = san_fd_hide(rx->fd);
 		rx->fd = -1;
