@@ -346,6 +346,11 @@ int san_config_load_over(struct san_config *cfg, const struct san_config *base,
 		san_config_reject(err, "SANSWITCH_OTHER_USERS", s, "0|1", "1");
 		bad++;
 	}
+	if ((s = san_config_get(get, ctx, "SANSWITCH_NOPAUSE")) &&
+	    (err = san_config_parse_uint(s, 2, &cfg->nopause))) {
+		san_config_reject(err, "SANSWITCH_NOPAUSE", s, "0|1|2", "0");
+		bad++;
+	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_STDIO")) &&
 	    (err = san_config_parse_uint(s, 1, &cfg->stdio))) {
 		san_config_reject(err, "SANSWITCH_STDIO", s, "0|1", "1");

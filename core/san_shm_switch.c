@@ -48,6 +48,16 @@ int san_shm_sw_read_end(struct san_shm_ring_shared *sh)
 	return sw_swap(sh, &w, SAN_SHM_SW_OPEN) ? 0 : -EPROTO;
 }
 
+bool san_shm_sw_committed(struct san_shm_ring_shared *sh, uint64_t *x)
+{
+	uint64_t w = atomic_load_explicit(&sh->sw, memory_order_seq_cst);
+
+	if ((w & ~SAN_SHM_SW_X_MAX) != SAN_SHM_SW_COMMITTED)
+		return false;
+	*x = w & SAN_SHM_SW_X_MAX;
+	return true;
+}
+
 int san_shm_sw_withdraw(struct san_shm_ring_shared *sh, uint64_t *x)
 {
 	uint64_t w = SAN_SHM_SW_OPEN;

@@ -2,6 +2,7 @@
 #ifndef SAN_SHM_SWITCH_H
 #define SAN_SHM_SWITCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/san_shm_ring.h"
@@ -46,6 +47,12 @@ int san_shm_sw_read_begin(struct san_shm_ring_shared *sh, uint64_t *x);
 
 /* The reader, after that receive: 0, or -EPROTO (the word changed while we held it). */
 int san_shm_sw_read_end(struct san_shm_ring_shared *sh);
+
+/*
+ * Has the sender committed? true with *x its X. A look only (the reader need not hold the word
+ * to learn a commit, which is final): for a reader that is not receiving.
+ */
+bool san_shm_sw_committed(struct san_shm_ring_shared *sh, uint64_t *x);
 
 /*
  * The reader lets go of the preparation: 0 (withdrawn: the sender will not commit), 1 (too

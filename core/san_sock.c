@@ -24,6 +24,7 @@
 #include "core/san_lite.h"
 #include "core/san_log.h"
 #include "core/san_sock.h"
+#include "core/san_shm_switch.h"
 #include "core/san_cpuload.h"
 #include "core/san_sig.h"
 #include "core/san_slab.h"
@@ -1096,6 +1097,19 @@ bool san_sock_before_listen(int fd)
 void san_sock_drop(struct san_sock *s, unsigned int reason)
 {
 	struct san_sock *r;
+	uint64_t x;
+
+	/*
+	 * Prepared without a pause (§16): the peer must not commit towards a reader that stops
+	 * looking. Too late for that (it committed, or we did): reset, never a MARK read as data.
+	 */
+	if (s->prep && (s->committed || s->rx != SK_RX_TCP ||
+			san_shm_sw_withdraw(s->rxr.sh, &x) == 1)) {
+		san_sock_commit(s);
+		san_sock_reset_locked(s, -ECONNRESET, reason < 32 ? reason : SAN_R_STATE);
+		return;
+	}
+	san_sock_prep_end(s);
 
 	san_debug("fd %d: stays on TCP (%s)", s->fd,
 		  reason < 32 ? san_reason_str((uint16_t)reason) : san_fb_name(reason));
@@ -1185,7 +1199,7 @@ int san_sock_rcvlowat(int fd, int *val, bool set)
 	san_sock_lock(s);
 	if (s->tcp < 0) {
 		/* (closing: the application's number names what it names) */
-	} else if (s->committed && !s->swapped) {
+	} else if ((s->committed || s->prep) && !s->swapped) {
 		if (set) {
 			/* as the kernel keeps it: 0 is 1, at most half the receive buffer */
 			int half = san_sys_getsockopt_int(s->tcp, SOL_SOCKET, SO_RCVBUF) / 2;
@@ -1295,7 +1309,8 @@ void san_sock_on_pass(int fd)
 	if (!s)
 		return;
 	san_sock_lock(s);
-	if (!s->committed && !s->swapped && !s->dropped && !s->attempted)
+	/* (prepared without a pause: the other process would read past the peer's MARK) */
+	if (!s->committed && !s->swapped && !s->dropped && (!s->attempted || s->prep))
 		san_sock_drop(s, SAN_R_STATE);
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
@@ -1317,7 +1332,7 @@ void san_sock_on_bufsize(int fd, bool snd)
 		return;
 	san_sock_lock(s);
 	sock_flags_all(s, snd ? SAN_FDF_SNDBUF : SAN_FDF_RCVBUF, 0); /* (read through s->fd) */
-	if (s->committed)
+	if (s->committed || s->prep)
 		sock_windows(s);
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
@@ -1917,6 +1932,12 @@ static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t max, s
 #define SAN_SWITCH_BYTES (256u * 1024u)
 
 #define SAN_A_TRIES 3
+/*
+ * Without a pause (§16) A's PROPOSE leaves its engine after the due send, while the exchanges
+ * go on over TCP (about 10 here in the time a handshake takes; more under load): B, told so
+ * by its own SANSWITCH_NOPAUSE, keeps its window open this many exchanges longer.
+ */
+#define SAN_NOPAUSE_LATE 32
 
 /*
  * Has the peer answered the exchange we began: bytes of its came since our first send of it,
@@ -2054,6 +2075,11 @@ static bool peer_on_host(const struct san_tuple *t)
 	return a_loopback(&t->peer) || !memcmp(t->peer.addr, t->local.addr, sizeof(t->peer.addr));
 }
 
+bool san_sock_peer_on_host(const struct san_sock *s)
+{
+	return peer_on_host(&s->tuple);
+}
+
 /*
  * B: may the peer propose over shm (a name of our own is worth its socket and its fd then)?
  * On this host, and shm allowed. Lock held.
@@ -2161,6 +2187,7 @@ static ssize_t sock_direct(struct san_sock *s, int fd, struct msghdr *m, int fla
  * false: not now (perhaps dropped).
  */
 static bool sock_kernel_diff(struct san_sock *s, int64_t *dtx, int64_t *drx);
+static void sock_learn_peer(struct san_sock *s);
 
 static bool a_may_propose(struct san_sock *s)
 {
@@ -2211,6 +2238,12 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p);
 static bool sock_before_io(struct san_sock *s, bool send, bool *rx_empty)
 {
 	sock_touch(s);
+	sock_learn_peer(s);
+	if (s->prep_gone && !s->dropped) {
+		s->prep_gone = false;
+		san_sock_drop(s, SAN_R_STATE); /* a fork came while it was prepared */
+		return false;
+	}
 	if (s->role == SAN_UP_ROLE_A && !s->attempted) {
 		const struct san_prov_ops *p = san_prov_for_a(NULL);
 
@@ -2324,6 +2357,170 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
 	san_sock_drop(s, SAN_FB_NO_PEER);
 }
 
+/* ---- the no-pause switch-over (docs/protocol.md §16; core/san_shm_switch.h) ---------- */
+
+/* Yields a commit that must happen waits for a peer's reader inside a receive, at most. */
+#define SAN_SW_TRIES_MUST 20000
+/* ... and one at a send, which may go on TCP instead and try again at the next */
+#define SAN_SW_TRIES 4
+
+/*
+ * Dropped before our direction committed: the connection stays on TCP. Our reader lets go of
+ * the peer's word first; one the peer committed already cannot be let go (its bytes are in
+ * the ring, its MARK on TCP) while ours stay on TCP: reset. Lock held.
+ */
+void san_sock_prep_drop(struct san_sock *s, unsigned int reason)
+{
+	uint64_t x;
+
+	if (s->rx == SK_RX_TCP && san_shm_sw_withdraw(s->rxr.sh, &x) != 1) {
+		san_up_fallback(s, reason);
+		return;
+	}
+	san_sock_commit(s);
+	san_sock_reset_locked(s, -ECONNRESET, reason);
+}
+
+/*
+ * Our direction commits alone: X is what we sent on TCP, the ring carries the rest, and our
+ * MARK follows our first bytes there (mark_due). must: our reader is at the peer's MARK, and
+ * the swap needs both directions off TCP, so keep trying while the peer's reader is inside a
+ * receive (microseconds: they do not sleep); else a send tries briefly, and its bytes go on
+ * TCP if the peer's reader is inside. Lock held; 0, -EBUSY (not now), or -errno (the
+ * connection stays on TCP, or was reset).
+ */
+static int sock_commit_tx(struct san_sock *s, bool must)
+{
+	int r;
+
+	if (s->fin_sent) {
+		/*
+		 * Our end went on TCP: nothing more goes our way. At the peer's MARK the
+		 * connection is switched all the same (its end, the anchor, our Y as for a commit).
+		 */
+		if (!must)
+			return -EPIPE;
+		san_sock_commit(s);
+		return 0;
+	}
+	if (!must) {
+		/*
+		 * Our way only: X is our count of what went on TCP, which must be the kernel's
+		 * (nothing moved behind our wrappers). The other way is the word's and the MARK's
+		 * to check (and the kernel counts the peer's FIN as a byte received).
+		 */
+		int64_t dtx = 0, drx = 0;
+
+		if (!sock_kernel_diff(s, &dtx, &drx))
+			return -EBUSY; /* a stream in full flow: at a later send */
+		if (s->forked ? !s->fork_base_ok || dtx != s->fork_dtx
+			      : dtx != (s->role == SAN_UP_ROLE_A ? 1 : 0)) {
+			san_debug("fd %d: no commit: we sent %lld bytes more than we know of", s->fd,
+				  (long long)dtx);
+			san_sock_prep_drop(s, SAN_R_STATE);
+			return -EXDEV;
+		}
+	}
+	r = san_shm_sw_commit(s->txr.sh, s->tcp_tx, must ? SAN_SW_TRIES_MUST : SAN_SW_TRIES);
+	if (r == -EBUSY && !must)
+		return r;
+	if (r == -ECANCELED && !must) {
+		san_sock_prep_drop(s, SAN_R_STATE); /* the peer let go (a fork, a close) */
+		return r;
+	}
+	if (r < 0) {
+		/* (busy: the peer's reader stayed inside a receive, its thread stopped or gone) */
+		san_sock_commit(s);
+		san_sock_reset_locked(s, -ECONNRESET, r == -EBUSY ? SAN_R_TIMEOUT : SAN_R_PROTOCOL);
+		return -ECONNRESET;
+	}
+	san_sock_commit(s);
+	s->tx = SK_TX_SAN;
+	s->mark_due = true;
+	if (san_conn_send_hello(s) < 0) {
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
+		return -ECONNRESET;
+	}
+	san_debug("fd %d: committed at %llu (no pause)", s->fd, (unsigned long long)s->tcp_tx);
+	return 0;
+}
+
+/*
+ * No pause: the peer's X once it committed, learned without a receive (a sender that never
+ * reads must know what its anchor means, as after the paused switch-over). Lock held.
+ */
+static void sock_learn_peer(struct san_sock *s)
+{
+	uint64_t x;
+
+	if (s->prep && s->rx == SK_RX_TCP && san_shm_sw_committed(s->rxr.sh, &x) && x >= s->tcp_rx) {
+		s->x_peer = x;
+		s->rx = SK_RX_DRAIN;
+	}
+}
+
+void san_sock_prep_looking(struct san_sock *s)
+{
+	s->prep = SK_PREP_LOOKING;
+	/* our window in our inbound ring before the peer can commit (at READY: it writes at once) */
+	sock_windows(s);
+	/* the peer's MARK may be all that comes on TCP from its commit on, which we learn of late */
+	lowat_hold(s);
+}
+
+void san_sock_prep_end(struct san_sock *s)
+{
+	if (!s->prep)
+		return;
+	s->prep = SK_PREP_NONE;
+	if (!s->committed)
+		lowat_release(s);
+}
+
+void san_sock_prep_ready(struct san_sock *s)
+{
+	s->prep = SK_PREP_READY;
+	/* (a call of ours in the kernel, begun before: the next send commits, or our reader) */
+	if (s->tx == SK_TX_TCP && !s->err && !s->in_kernel && !s->proc->closing)
+		(void)sock_commit_tx(s, false);
+	if (!s->proc->closing)
+		san_sock_epoll_rearm_paused(s);
+	pthread_cond_broadcast(&s->cond);
+}
+
+/*
+ * Before a TCP receive while the peer may commit: hold its word, or learn its X. Lock held.
+ * 1: held (receive, then sock_look_end); 0: the peer committed, rx drains to its X now;
+ * -ECONNRESET: the word lied (a value no state has, an X below what we read): reset.
+ */
+static int sock_look(struct san_sock *s)
+{
+	uint64_t x = 0;
+	int r = san_shm_sw_read_begin(s->rxr.sh, &x);
+
+	if (r == 0)
+		return 1;
+	if (r == 1 && x >= s->tcp_rx) {
+		s->x_peer = x;
+		s->rx = SK_RX_DRAIN;
+		san_debug("fd %d: the peer committed at %llu (no pause)", s->fd,
+			  (unsigned long long)x);
+		return 0;
+	}
+	san_sock_commit(s);
+	san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
+	return -ECONNRESET;
+}
+
+static void sock_look_end(struct san_sock *s)
+{
+	/* (the bytes received are TCP's, and ours; the reset comes with the next call) */
+	if (san_shm_sw_read_end(s->rxr.sh) < 0) {
+		san_sock_commit(s);
+		san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
+	}
+}
+
 /*
  * Read the peer's MARK once every byte before it was delivered; on success the receive side
  * moves to the SAN and the fd is swapped. 0: done; -EAGAIN: not all 16 bytes yet; other:
@@ -2331,6 +2528,17 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
  */
 static int sock_read_mark(struct san_sock *s)
 {
+	/*
+	 * No pause: the swap needs our direction off TCP too. B's, once A's SWITCH is in (its
+	 * engine takes it: -EINPROGRESS, the caller waits as for a pause): the MARK says A
+	 * committed, which it does only after sending it.
+	 */
+	if (s->prep && s->tx == SK_TX_TCP) {
+		if (s->prep != SK_PREP_READY)
+			return -EINPROGRESS;
+		if (sock_commit_tx(s, true) < 0)
+			return -ECONNRESET;
+	}
 	while (s->mark_have < SAN_MARK_LEN) {
 		long r = san_sys_recv(s->tcp, s->mark + s->mark_have, SAN_MARK_LEN - s->mark_have,
 				      MSG_DONTWAIT);
@@ -2396,8 +2604,13 @@ static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms, bool af
 	 * MARK unread in it) only its hang-up flags may be asked for.
 	 */
 	bool peer = s->committed && s->tcp >= 0 && s->tcp != fd;
+	/*
+	 * (no pause, the peer's way still on TCP: its FIN there ends its stream and says nothing
+	 * of the peer; only an error or a hang-up does)
+	 */
 	struct pollfd p[2] = { { fd, ev, 0 },
-			       { peer ? s->tcp : -1, s->swapped ? POLLIN : POLLRDHUP, 0 } };
+			       { peer ? s->tcp : -1,
+				 s->swapped ? POLLIN : s->rx == SK_RX_TCP ? 0 : POLLRDHUP, 0 } };
 	struct san_sig_mark sm;
 	int r;
 
@@ -2437,13 +2650,14 @@ void san_sock_check_anchor(struct san_sock *s)
 
 	if (!s->committed || s->anchor_dead || s->tcp < 0)
 		return;
+	sock_learn_peer(s);
 	if (s->swapped) {
 		r = san_sys_recv(s->tcp, &b, 1, MSG_DONTWAIT | MSG_PEEK);
 		if (r == -EAGAIN || r == -EINTR)
 			return;
 	} else {
 		/* still the application's TCP socket: the peer's MARK may wait there unread */
-		struct pollfd p = { s->tcp, POLLRDHUP, 0 };
+		struct pollfd p = { s->tcp, s->rx == SK_RX_TCP ? 0 : POLLRDHUP, 0 };
 
 		if (san_sys_poll(&p, 1, 0) <= 0)
 			return;
@@ -3023,6 +3237,9 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 		}
 		if (!done && sock_direct_ok(s, true))
 			return sock_direct(s, fd, (struct msghdr *)m, flags, true);
+		/* no pause: our direction commits in the first send that may (§16) */
+		if (s->prep == SK_PREP_READY && s->tx == SK_TX_TCP && !s->err)
+			(void)sock_commit_tx(s, false);
 		if (s->err) {
 			r = done ? -EPIPE : san_sock_take_err(s, -EPIPE);
 			pthread_mutex_unlock(&s->lock);
@@ -3282,9 +3499,14 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 		case SK_RX_DRAIN: {
 			size_t max = total - done;
 			struct msghdr mh = *m;
+			int looking = 0;
 
 			if (s->err) {
 				/* committed, then reset before the swap: as TCP after an RST */
+				r = san_sock_take_err(s, 0);
+				break;
+			}
+			if (s->rx == SK_RX_TCP && s->prep && (looking = sock_look(s)) < 0) {
 				r = san_sock_take_err(s, 0);
 				break;
 			}
@@ -3292,6 +3514,14 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 				r = sock_read_mark(s);
 				if (r == 0)
 					goto san;
+				if (r == -EINPROGRESS) {
+					/* B, at A's MARK before its engine took A's SWITCH */
+					pause_wait = true;
+					r = -EAGAIN;
+					if (nb && paused_waits >= 2)
+						s->rx_told_paused = true;
+					break;
+				}
 				if (r == -ESHUTDOWN)
 					r = 0; /* end of file */
 				waitfd = s->tcp;
@@ -3304,6 +3534,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			mh.msg_iov = v;
 			mh.msg_iovlen = (size_t)cnt;
 			r = san_sys_io(s->tcp, &mh, flags | MSG_DONTWAIT, false);
+			if (looking)
+				sock_look_end(s);
 			if (r > 0 && !(flags & MSG_PEEK))
 				sock_tcp_moved(s, false, (uint64_t)r);
 			/*
@@ -3324,8 +3556,9 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 					s->ex_done++;
 					s->ex_sent = false;
 				}
-				if (!san_cfg.switch_after ||
-				    s->ex_done > san_cfg.switch_after + SAN_A_TRIES) {
+				if ((!san_cfg.switch_after && !san_cfg.nopause) ||
+				    s->ex_done > san_cfg.switch_after + SAN_A_TRIES +
+							 (san_cfg.nopause ? SAN_NOPAUSE_LATE : 0)) {
 					m->msg_flags = mh.msg_flags;
 					san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
 					waitfd = s->tcp; /* a MSG_WAITALL rest: the next round passes through */
@@ -3429,7 +3662,8 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 				ts.tv_nsec -= 1000000000;
 			}
 			san_sock_lock(s);
-			if (s->rx == SK_RX_PAUSED || (s->direct_claimed && s->rx == SK_RX_SAN))
+			if (s->rx == SK_RX_PAUSED || (s->direct_claimed && s->rx == SK_RX_SAN) ||
+			    (s->prep == SK_PREP_LOOKING && s->rx == SK_RX_DRAIN && !s->err))
 				san_sock_wait(s, &ts);
 			pthread_mutex_unlock(&s->lock);
 			continue;
@@ -3532,6 +3766,37 @@ int san_sock_shutdown(int fd, int how)
 	if (how != SHUT_RD && a_due_at_shutdown(s)) {
 		s->last_try = true;
 		a_propose_now(s, san_prov_for_a(NULL));
+		/*
+		 * Without a pause the handshake goes on on the engine: the end must follow it (a
+		 * MARK after our FIN could not be), so this once the call waits for it.
+		 */
+	}
+	if (how != SHUT_RD && san_cfg.nopause && s->attempted && !s->committed && !s->dropped &&
+	    !s->err && s->prov == &san_prov_shm) {
+		/*
+		 * Without a pause the handshake may still go on on the engines: the end must follow
+		 * it, by the ring (a MARK after our FIN could not be), so this once the call waits
+		 * for it, and commits our way if the engine could not.
+		 */
+		san_up_wait_prepared(s);
+		for (int i = 0; i < 3 && s->prep == SK_PREP_READY && s->tx == SK_TX_TCP && !s->err; i++)
+			if (sock_commit_tx(s, false) != -EBUSY)
+				break;
+	}
+	if (s->prep && !s->committed && how != SHUT_RD) {
+		/*
+		 * Prepared without a pause, our way still on TCP: our end goes there, and we never
+		 * commit after it (a MARK after a FIN). The peer may have committed its way: then
+		 * we read to its X and its MARK, and the ring (sock_read_mark), not a reset.
+		 */
+		uint64_t x;
+
+		s->fin_sent = true;
+		if (s->rx == SK_RX_TCP && san_shm_sw_withdraw(s->rxr.sh, &x) == 1 &&
+		    x >= s->tcp_rx) {
+			s->x_peer = x;
+			s->rx = SK_RX_DRAIN;
+		}
 	}
 	if (!s->swapped && !s->committed) {
 		/* Not switched: shutting down ends the window; the kernel does the rest. */
@@ -3923,6 +4188,22 @@ static void fork_prepare_one(struct fork_rec *r, bool cand)
 	struct san_sock *s = r->s;
 
 	san_rxwatch_unquiet(s);
+	if (s->prep && !s->committed && s->rx == SK_RX_TCP) {
+		uint64_t x;
+
+		/*
+		 * Prepared without a pause, nothing committed: either process might read the TCP
+		 * socket without looking at the peer's word. It stays TCP (the rings go with the
+		 * sock); a peer that committed already is read to its X and MARK here.
+		 */
+		if (san_shm_sw_withdraw(s->rxr.sh, &x) == 1 && x >= s->tcp_rx) {
+			s->x_peer = x;
+			s->rx = SK_RX_DRAIN;
+		} else {
+			san_sock_prep_end(s);
+			s->prep_gone = true; /* (no drop here: reg_lock is held) */
+		}
+	}
 	if (cand)
 		s->fork_base_ok = !s->dropped && !s->attempted && s->rx == SK_RX_TCP &&
 				  s->tx == SK_TX_TCP &&
@@ -4246,6 +4527,18 @@ static bool settle_for_exec(int fd, bool switched, uint32_t flags)
 		return switched;
 	san_sock_lock(s);
 	san = switched || s->committed;
+	if (s->prep && !san) {
+		uint64_t x;
+
+		/*
+		 * Prepared without a pause: the new program must not meet the peer's MARK. Where
+		 * the peer committed it gets a switched connection's end of file; else the
+		 * connection stays TCP, here too if the exec fails.
+		 */
+		san = s->rx != SK_RX_TCP || san_shm_sw_withdraw(s->rxr.sh, &x) == 1;
+		if (!san)
+			san_sock_drop(s, SAN_R_STATE);
+	}
 	if (s->proc->orphan || s->proc->from_fork) {
 		/*
 		 * A fork child's copy (the slots and the plugs are the parent's), or a connection a
@@ -4445,7 +4738,8 @@ void san_sock_atfork_child(void)
 			/* shared with the parent: its state is both processes' from now on; its
 			 * slot in the child's own file is claimed at the child's first data call */
 			s->proc->stc_child = true;
-		} else if (s->committed || s->swapped) {
+		} else if (s->committed || s->swapped || (s->prep && s->rx != SK_RX_TCP)) {
+			/* (prepared, the peer committed: our copy cannot read its MARK for us) */
 			s->proc->orphan = true;
 			s->err = -ECONNRESET;
 			/* the offers in the shared slots are the parent's: never settle them here */
@@ -4569,9 +4863,19 @@ bool san_sock_on_close(int fd)
 	}
 	san_sock_tx_unmute(s, false);
 	s->proc->closing = true;
+	if (s->prep && s->rx == SK_RX_TCP && !s->committed) {
+		uint64_t x;
+
+		/*
+		 * No pause, not committed either way: the peer stays on TCP and meets our FIN or
+		 * RST. (Committed our way: the peer commits too, as its reader meets our MARK.)
+		 */
+		(void)san_shm_sw_withdraw(s->rxr.sh, &x);
+	}
 	/* its slot is released with the number (san_stats_fd_close): a new connection's then */
 	s->proc->stc = NULL;
-	if (s->committed && !s->swapped && s->rx == SK_RX_DRAIN && s->tcp_rx == s->x_peer) {
+	if ((s->committed || s->prep) && !s->swapped && s->rx == SK_RX_DRAIN &&
+	    s->tcp_rx == s->x_peer) {
 		/*
 		 * The application read everything before the peer's MARK but not the MARK: left
 		 * unread, it would make the kernel answer our close with a reset, which can destroy

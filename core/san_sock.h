@@ -32,6 +32,12 @@
 enum san_sock_rx { SK_RX_TCP, SK_RX_PAUSED, SK_RX_DRAIN, SK_RX_SAN };
 enum san_sock_tx { SK_TX_TCP, SK_TX_SAN };
 /*
+ * The no-pause switch-over (SAN_CAP_NOPAUSE, docs/protocol.md §16), shm only. LOOKING: the
+ * rings are mapped and our reader holds the peer's switch-over word around each TCP receive
+ * (rxr); READY: the peer's reader does the same, so we may commit our own direction (txr).
+ */
+enum san_sock_prep { SK_PREP_NONE, SK_PREP_LOOKING, SK_PREP_READY };
+/*
  * The peer's process has closed its last copy of the connection (the anchor ended) without a
  * DISCONNECT or ABORT for us to read: exited, killed, crashed, or closed it behind our wrappers.
  * The kernel would have ended its TCP socket with a FIN, or an RST if bytes we sent were left
@@ -146,6 +152,9 @@ struct san_sock {
 	int64_t fork_dtx, fork_drx; /* the kernel's count minus ours, each way, at the fork */
 	enum san_sock_rx rx;
 	enum san_sock_tx tx;
+	enum san_sock_prep prep;
+	bool prep_gone;	 /* a fork ended the preparation: the next data call drops it */
+	unsigned int prep_fork_gen; /* A: san_sock_fork_gen() when its handshake began */
 	uint64_t tcp_tx, tcp_rx; /* application bytes moved over TCP */
 	uint64_t x_peer;	 /* the peer's switch-over offset */
 	uint64_t nonce_mine;	 /* what the peer writes in its MARK */
@@ -437,6 +446,24 @@ void san_sock_spin_late(uint64_t waited_ns, bool peer_here);
 
 /* Internal to core/: the registry and the pieces the upgrade and the data path share. */
 void san_sock_drop(struct san_sock *s, unsigned int reason);
+/*
+ * No pause (docs/protocol.md §16): both ends proved, the peer's reader looks at our word: we
+ * may commit our direction, and do at once when no call of ours is in the kernel (else at the
+ * next send, or as our reader meets the peer's MARK). Lock held.
+ */
+void san_sock_prep_ready(struct san_sock *s);
+/* ... LOOKING: the rings are ours, our reader looks at the peer's word from now on. Lock held. */
+void san_sock_prep_looking(struct san_sock *s);
+/* ... no more (fallen back, or withdrawn): the application's SO_RCVLOWAT back. Lock held. */
+void san_sock_prep_end(struct san_sock *s);
+/*
+ * ... dropped before our way committed: our reader lets go of the peer's word and the
+ * connection stays TCP (san_up_fallback with reason); a peer that committed already cannot be
+ * let go of: reset. Lock held.
+ */
+void san_sock_prep_drop(struct san_sock *s, unsigned int reason);
+/* The TCP peer is on this host (a loopback address, or our own). s->tuple known. */
+bool san_sock_peer_on_host(const struct san_sock *s);
 void san_sock_drop_fd(int fd, bool active, unsigned int reason);
 void san_sock_check_anchor(struct san_sock *s);
 int san_sock_swap(struct san_sock *s);
@@ -465,6 +492,12 @@ int san_fd_dup_hidden(int fd);
 
 /* san_up.c: the upgrade (shm), and the pieces every provider's upgrade uses. */
 int san_up_a_run(struct san_sock *s);
+/*
+ * No pause: wait, lock held (released while waiting), until the handshake on the engines has
+ * ended for us (READY, or fallen back), at most 3 s: SANSWITCH_NOPAUSE=2's due calls (A), a
+ * shutdown (A or B).
+ */
+void san_up_wait_prepared(struct san_sock *s);
 uint64_t san_up_nonce(void);
 int san_up_pair(int *x, int *y);
 /*

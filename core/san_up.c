@@ -7,8 +7,10 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "core/san_config.h"
+#include "core/san_shm_switch.h"
 #include "core/san_engine.h"
 #include "core/san_ev.h"
 #include "core/san_fdtable.h"
@@ -77,15 +79,20 @@ int san_up_pair(int *x, int *y)
  * The memfd: ring 0, ring 1, then (page aligned) bulk area 0 and bulk area 1. A sends on ring
  * 0 and places its READ regions in area 0; B the other two.
  */
-static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, uint64_t bulk_size,
-		     bool creator, bool a)
+static size_t rings_len(uint64_t ring_size, uint64_t bulk_size)
 {
 	size_t one = san_shm_ring_bytes(ring_size);
-	size_t bulk_off = (2 * one + 4095) & ~(size_t)4095;
-	size_t len = bulk_off + 2 * bulk_size;
+
+	return ((2 * one + 4095) & ~(size_t)4095) + 2 * bulk_size;
+}
+
+/* The memfd's size checked (or set and sealed) and mapped: the system calls of map_rings. */
+static int map_memfd(int memfd, uint64_t ring_size, uint64_t bulk_size, bool creator,
+		     uint8_t **basep)
+{
+	size_t len = rings_len(ring_size, bulk_size);
 	struct stat st;
 	uint8_t *base;
-	int r;
 
 	if (ring_size < SAN_SHM_RING_MIN || ring_size > 64u * 1024 * 1024 ||
 	    (ring_size & (ring_size - 1)))
@@ -111,6 +118,19 @@ static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, uint64_t
 	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (base == MAP_FAILED)
 		return -errno;
+	*basep = base;
+	return 0;
+}
+
+/* The mapping made the connection's: its rings attached (no system call: under the lock). */
+static int attach_rings(struct san_sock *s, uint8_t *base, uint64_t ring_size,
+			uint64_t bulk_size, bool creator, bool a)
+{
+	size_t one = san_shm_ring_bytes(ring_size);
+	size_t bulk_off = (2 * one + 4095) & ~(size_t)4095;
+	size_t len = bulk_off + 2 * bulk_size;
+	int r;
+
 	s->map = base;
 	s->map_len = len;
 	if (bulk_size) {
@@ -130,6 +150,15 @@ static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, uint64_t
 	if (!r && s->want_edges)
 		san_shm_ring_cons_edges(&s->rxr, true);
 	return r;
+}
+
+static int map_rings(struct san_sock *s, int memfd, uint64_t ring_size, uint64_t bulk_size,
+		     bool creator, bool a)
+{
+	uint8_t *base;
+	int r = map_memfd(memfd, ring_size, bulk_size, creator, &base);
+
+	return r < 0 ? r : attach_rings(s, base, ring_size, bulk_size, creator, a);
 }
 
 /*
@@ -186,6 +215,7 @@ int san_up_fallback(struct san_sock *s, unsigned int reason)
 	if (s->ypeer >= 0)
 		san_sys_close(s->ypeer);
 	s->xfd = s->ylocal = s->ypeer = -1;
+	san_sock_prep_end(s);
 	if ((reason == SAN_R_NOT_OWNER || reason == SAN_R_BUSY || reason == SAN_R_TIMEOUT) &&
 	    san_sock_retry_later(s))
 		return 0;
@@ -275,6 +305,8 @@ int san_up_write_mark(struct san_sock *s, int tcp)
  * and X_A = tcp_tx. The steps and their order are protocol.md §9.1; failures before commit
  * fall back.
  */
+static int a_prepare(struct san_sock *s, uint64_t netns);
+
 int san_up_a_run(struct san_sock *s)
 {
 	struct san_side_rx rx = { .fd = -1, .pidfd = -1 };
@@ -297,6 +329,9 @@ int san_up_a_run(struct san_sock *s)
 		return san_up_fallback(s, SAN_FB_NO_PROVIDER);
 	if (san_fault(SAN_FAULT_SIDE_REFUSE))
 		return SAN_PROV_NO_PEER;
+	/* (a peer elsewhere: the paused switch-over, which goes on to verbs if shm finds none) */
+	if (san_cfg.nopause && san_sock_peer_on_host(s))
+		return a_prepare(s, netns);
 	/*
 	 * The connection's own name first (B in a worker: san_up_name_conn), then the listener's,
 	 * all tried on one socket (a refused AF_UNIX connect leaves it as it was).
@@ -438,6 +473,299 @@ int san_up_a_run(struct san_sock *s)
 	return 0;
 }
 
+
+/* ---- A, without a pause: the handshake on the engine (docs/protocol.md §16) ------------- */
+
+/*
+ * The due call sends its bytes on TCP as any other; the engine connects the side channel,
+ * maps the rings, proposes, proves B and says SWITCH, which here means "proved: commit when
+ * you like". Nothing of it holds the connection's lock but for the moments it changes it.
+ */
+struct a_prep {
+	ev_io w;	    /* the side channel: B's answer */
+	ev_timer timer;	    /* ... within this */
+	struct san_sock *s; /* a reference */
+	int fd;		    /* the application's number when A became due */
+	uint64_t netns;
+	struct san_tuple tuple;
+	uint16_t gone; /* a channel that ends before the answer: as in san_up_a_run */
+	bool retries;  /* the PROPOSE says SAN_CAP_RETRIES */
+	bool rows_ahead;
+	uint64_t t0; /* when A became due (for the debug line) */
+	struct san_owner_rows rows;
+};
+
+/* Still the connection this handshake began for, and still waiting for it? Lock held. */
+static bool a_prep_alive(const struct a_prep *ap)
+{
+	const struct san_sock *s = ap->s;
+
+	return s->attempted && !s->committed && !s->dropped && !s->err && !s->proc->closing &&
+	       s->fd == ap->fd;
+}
+
+static void a_prep_free(struct ev_loop *loop, struct a_prep *ap)
+{
+	if (loop) {
+		san_ev.ev_io_stop(loop, &ap->w);
+		san_ev.ev_timer_stop(loop, &ap->timer);
+	}
+	san_sock_put(ap->s);
+	free(ap);
+}
+
+/* Ended without a preparation: TCP, or a proposal again later (san_up_fallback). */
+static void a_prep_fail(struct ev_loop *loop, struct a_prep *ap, unsigned int reason)
+{
+	struct san_sock *s = ap->s;
+
+	if (loop) {
+		san_ev.ev_io_stop(loop, &ap->w);
+		san_ev.ev_timer_stop(loop, &ap->timer);
+	}
+	san_sock_lock(s);
+	/* (a connection closed meanwhile lets its side channel and rings go when freed) */
+	if (a_prep_alive(ap) && s->prep == SK_PREP_NONE)
+		san_up_fallback(s, reason);
+	pthread_cond_broadcast(&s->cond); /* (a due call that waits: SANSWITCH_NOPAUSE=2) */
+	pthread_mutex_unlock(&s->lock);
+	san_debug("fd %d: no pause: the handshake ended (%s), %.0f us after it was due", ap->fd,
+		  reason < 32 ? san_reason_str((uint16_t)reason) : san_fb_name(reason),
+		  (double)(san_sock_now_ns() - ap->t0) / 1e3);
+	a_prep_free(NULL, ap);
+}
+
+static void a_prep_timeout(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct a_prep *ap = (struct a_prep *)((char *)t - offsetof(struct a_prep, timer));
+
+	side_abort(ap->w.fd, SAN_R_TIMEOUT);
+	a_prep_fail(loop, ap, SAN_R_TIMEOUT);
+}
+
+/* B's answer: prove B, look at B's word from now on, say SWITCH, then commit when sending. */
+static void a_prep_read(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct a_prep *ap = (struct a_prep *)w;
+	struct san_sock *s = ap->s;
+	struct san_side_rx rx = { .fd = -1, .pidfd = -1 };
+	struct san_shm_params prm;
+	struct san_owner_proof pf;
+	struct san_msg m = { .type = SAN_T_SWITCH };
+	int r = san_sidechan_recv(w->fd, &rx, true);
+	bool busy;
+
+	if (r == -EAGAIN)
+		return;
+	san_ev.ev_io_stop(loop, w);
+	san_ev.ev_timer_stop(loop, &ap->timer);
+	if (r < 0) {
+		a_prep_fail(NULL, ap, r == -EPIPE || r == -ECONNRESET ? ap->gone : SAN_R_MALFORMED);
+		return;
+	}
+	if (rx.msg.type == SAN_T_REJECT) {
+		san_side_rx_close_fds(&rx);
+		a_prep_fail(NULL, ap, rx.msg.u.reject.reason);
+		return;
+	}
+	if (rx.msg.type != SAN_T_ACCEPT || rx.fd < 0 || rx.msg.u.accept.params_len != sizeof(prm)) {
+		san_side_rx_close_fds(&rx);
+		side_abort(w->fd, SAN_R_MALFORMED);
+		a_prep_fail(NULL, ap, SAN_R_MALFORMED);
+		return;
+	}
+	memcpy(&prm, rx.msg.u.accept.params, sizeof(prm));
+	proof_of(&pf, &rx, prm.fd_hint);
+	pf.own = &ap->tuple;
+	pf.rows = ap->rows_ahead ? &ap->rows : NULL;
+	/* An abstract name can be bound by anyone: prove B before anything of B's is trusted. */
+	if (san_owner_check_cred(&rx.cred) < 0 || san_owner_prove(ap->fd, &pf) < 0) {
+		san_side_rx_close_fds(&rx);
+		side_abort(w->fd, SAN_R_CREDENTIALS);
+		a_prep_fail(NULL, ap, SAN_R_CREDENTIALS);
+		return;
+	}
+	if (!(rx.msg.u.accept.caps & SAN_CAP_NOPAUSE)) {
+		/* a B of an older build, paused for our SWITCH: our ABORT resumes it */
+		san_side_rx_close_fds(&rx);
+		side_abort(w->fd, SAN_R_VERSION);
+		a_prep_fail(NULL, ap, SAN_R_VERSION);
+		return;
+	}
+	san_sock_lock(s);
+	/* a receive of ours in the kernel (begun before we were due) would not look: later */
+	busy = s->in_kernel > 0;
+	/* a fork since we were due: a copy in the child would read without looking */
+	if (!a_prep_alive(ap) || busy || s->prep_fork_gen != san_sock_fork_gen()) {
+		pthread_mutex_unlock(&s->lock);
+		san_side_rx_close_fds(&rx);
+		side_abort(w->fd, busy ? SAN_R_BUSY : SAN_R_STATE);
+		a_prep_fail(NULL, ap, busy ? SAN_R_BUSY : SAN_R_STATE);
+		return;
+	}
+	s->ypeer = san_fd_hide(rx.fd);
+	rx.fd = -1;
+	s->peer_pid = rx.cred.pid;
+	cma_for_peer(s, rx.cred.uid);
+	s->peer_caps = rx.msg.u.accept.caps;
+	s->txr.unhashed = (s->peer_caps & SAN_CAP_UNHASHED) != 0;
+	s->nonce_peer = rx.msg.u.accept.nonce;
+	/* Our reader looks from here: B commits only once it has our SWITCH. */
+	san_sock_prep_looking(s);
+	san_side_rx_close_fds(&rx);
+	/* (under the lock: a reset meanwhile would close our Y, and its number be reused) */
+	r = san_sidechan_send(w->fd, &m, s->ylocal);
+	if (r < 0) {
+		/* B never commits: B's reader lets go too, at the channel's end */
+		san_sock_prep_drop(s, SAN_R_CHANNEL);
+	} else {
+		/* Handed off (§9.4): B's reader looks at our word since its ACCEPT. */
+		san_sys_close(s->side);
+		s->side = -1;
+		san_debug("fd %d: prepared (A, no pause), %.0f us after it was due", s->fd,
+			  (double)(san_sock_now_ns() - ap->t0) / 1e3);
+		san_sock_prep_ready(s);
+	}
+	pthread_mutex_unlock(&s->lock);
+	a_prep_free(NULL, ap);
+}
+
+static void a_prep_start(void *arg)
+{
+	struct a_prep *ap = arg;
+	struct san_sock *s = ap->s;
+	struct san_sidechan_name names[1 + SAN_SIDECHAN_DEST_NAMES];
+	struct san_shm_params prm = { 0 };
+	struct san_msg m = { 0 };
+	int side, memfd, x = -1, y = -1, nnames, which = 0, r;
+	uint64_t nonce = san_up_nonce();
+	uint8_t *base = NULL;
+	bool alive;
+
+	ev_io_init(&ap->w, a_prep_read, -1, EV_READ);
+	ev_init(&ap->timer, a_prep_timeout);
+	nnames = san_sidechan_name_conn(&names[0], ap->netns, &ap->tuple.peer, &ap->tuple.local) == 0;
+	r = san_sidechan_dest_names(&ap->tuple.peer, ap->netns, names + nnames);
+	side = r < 0 ? r : san_sidechan_connect_first(names, nnames + r, &which);
+	ap->gone = side >= 0 && nnames && which == 0 ? SAN_R_NOT_OWNER : SAN_R_CHANNEL;
+	side = san_fd_hide(side);
+	if (side < 0) {
+		/* nobody here: the peer is elsewhere, or without the switch */
+		a_prep_fail(NULL, ap, side == -ECONNREFUSED ? SAN_FB_NO_PEER : SAN_R_CHANNEL);
+		return;
+	}
+	memfd = memfd_create("sanswitch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (memfd < 0 || map_memfd(memfd, SAN_RING_SIZE, SAN_BULK_SIZE, true, &base) < 0 ||
+	    san_up_pair(&x, &y) < 0) {
+		if (base)
+			munmap(base, rings_len(SAN_RING_SIZE, SAN_BULK_SIZE));
+		if (memfd >= 0)
+			san_sys_close(memfd);
+		san_sys_close(side);
+		a_prep_fail(NULL, ap, SAN_R_RESOURCES);
+		return;
+	}
+	san_sock_lock(s);
+	alive = a_prep_alive(ap) && !s->map;
+	if (alive) {
+		s->side = side;
+		s->xfd = x;
+		s->ylocal = y;
+		s->nonce_mine = nonce;
+		r = attach_rings(s, base, SAN_RING_SIZE, SAN_BULK_SIZE, true, true);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!alive) {
+		munmap(base, rings_len(SAN_RING_SIZE, SAN_BULK_SIZE));
+		san_sys_close(memfd);
+		san_sys_close(side);
+		san_sys_close(x);
+		san_sys_close(y);
+		a_prep_free(NULL, ap);
+		return;
+	}
+	if (r < 0) {
+		san_sys_close(memfd);
+		a_prep_fail(NULL, ap, SAN_R_RESOURCES); /* (its fallback lets go of all of it) */
+		return;
+	}
+	prm.pid = (uint32_t)getpid();
+	prm.fd_hint = ap->fd;
+	prm.ring_size = SAN_RING_SIZE;
+	prm.bulk_size = SAN_BULK_SIZE;
+	m.type = SAN_T_PROPOSE;
+	m.u.propose.ver_min = m.u.propose.ver_max = SAN_PROTO_VERSION;
+	m.u.propose.provider = SAN_PROV_SHM;
+	m.u.propose.caps = SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ |
+			   SAN_CAP_UNHASHED | SAN_CAP_NOPAUSE | (ap->retries ? SAN_CAP_RETRIES : 0);
+	m.u.propose.nonce = nonce;
+	m.u.propose.src = ap->tuple.local;
+	m.u.propose.dst = ap->tuple.peer;
+	m.u.propose.params = &prm;
+	m.u.propose.params_len = sizeof(prm);
+	r = san_sidechan_send(side, &m, memfd);
+	san_sys_close(memfd);
+	if (r < 0) {
+		a_prep_fail(NULL, ap, r == -EPIPE || r == -ECONNRESET ? ap->gone : SAN_R_CHANNEL);
+		return;
+	}
+	/* while B proves us: the lookup half of our proof of B (as san_up_a_run) */
+	ap->rows_ahead = san_owner_rows_find(ap->fd, &ap->tuple, 0, &ap->rows) == 0;
+	ev_io_set(&ap->w, side, EV_READ);
+	ev_timer_set(&ap->timer,
+		     (ap->retries ? SAN_UP_RETRY_TIMEOUT_MS : SAN_UP_TIMEOUT_MS) / 1000.0, 0.);
+	san_ev.ev_io_start(san_engine_loop(), &ap->w);
+	san_ev.ev_timer_start(san_engine_loop(), &ap->timer);
+}
+
+/* A is due: the handshake goes to the engine, the call on (on TCP). Lock held; 0. */
+static int a_prepare(struct san_sock *s, uint64_t netns)
+{
+	struct a_prep *ap = calloc(1, sizeof(*ap));
+
+	if (!ap)
+		return san_up_fallback(s, SAN_R_RESOURCES);
+	san_sock_hold(s);
+	ap->s = s;
+	ap->fd = s->fd;
+	ap->netns = netns;
+	ap->tuple = s->tuple;
+	ap->retries = san_sock_may_retry(s);
+	ap->t0 = san_sock_now_ns();
+	s->prep_fork_gen = san_sock_fork_gen();
+	if (san_engine_call(a_prep_start, ap) < 0) {
+		san_sock_put(s); /* (the caller's reference keeps it) */
+		free(ap);
+		return san_up_fallback(s, SAN_R_RESOURCES);
+	}
+	san_debug("fd %d: due: the handshake goes on on the engine, the call on TCP", s->fd);
+	/*
+	 * SANSWITCH_NOPAUSE=2, for tests whose subject is a switched short connection: the due
+	 * call waits for the preparation (its end, whatever it is), as the paused switch-over's
+	 * does, and the engine's commit at READY puts this call's bytes on the SAN.
+	 */
+	if (san_cfg.nopause == 2)
+		san_up_wait_prepared(s);
+	return 0;
+}
+
+void san_up_wait_prepared(struct san_sock *s)
+{
+	for (uint64_t end = san_sock_now_ns() + 3000000000ull;
+	     s->prep != SK_PREP_READY && s->attempted && !s->dropped && !s->err &&
+	     !s->committed && san_sock_now_ns() < end;) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 5000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		san_sock_wait(s, &ts);
+	}
+}
+
 /* ---- B, on the engine thread ------------------------------------------------------------ */
 
 struct side_conn {
@@ -475,8 +803,12 @@ static void side_reject(int fd, uint16_t reason)
 /* B's reader resumes and the connection stays TCP. */
 void san_up_b_fallback(struct san_sock *s, unsigned int reason)
 {
+
 	san_sock_lock(s);
-	if (!s->committed && !s->proc->closing) {
+	if (s->prep && !s->committed) {
+		/* no pause: our reader lets go of A's word (A committed without SWITCH: a lie) */
+		san_sock_prep_drop(s, reason);
+	} else if (!s->committed && !s->proc->closing) {
 		if (s->rx == SK_RX_PAUSED)
 			san_sock_epoll_rearm_paused(s);
 		san_up_fallback(s, reason);
@@ -706,11 +1038,17 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 		san_sys_close(y);
 		return s->map ? SAN_R_PROVIDER : SAN_R_STATE;
 	}
-	/* Pause the reader before ACCEPT exists (§9.2 rule 1): no receive runs past here. */
+	/*
+	 * Pause the reader before ACCEPT exists (§9.2 rule 1): no receive runs past here. Or,
+	 * without a pause (§16), it looks at A's switch-over word around each receive from here.
+	 */
 	s->attempted = true;
 	s->prov = &san_prov_shm;
 	san_stats_conn_set(s->proc->stc, SAN_CS_UPGRADING, SAN_CONN_KEEP, 0);
-	s->rx = SK_RX_PAUSED;
+	if (p->caps & SAN_CAP_NOPAUSE)
+		san_sock_prep_looking(s);
+	else
+		s->rx = SK_RX_PAUSED;
 	s->xfd = x;
 	s->ylocal = y;
 	s->nonce_mine = san_up_nonce();
@@ -727,7 +1065,7 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	mine.pid = (uint32_t)getpid();
 	mine.fd_hint = s->fd;
 	m.u.accept.caps = (prm.bulk_size ? SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE : 0) |
-			  SAN_CAP_DIRECT_READ | SAN_CAP_UNHASHED;
+			  SAN_CAP_DIRECT_READ | SAN_CAP_UNHASHED | (p->caps & SAN_CAP_NOPAUSE);
 	m.u.accept.nonce = s->nonce_mine;
 	m.u.accept.params = &mine;
 	m.u.accept.params_len = sizeof(mine);
@@ -740,6 +1078,29 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	return 0;
 }
 
+/*
+ * Without a pause (§16), A's SWITCH says A proved us and looks at our word: we may commit our
+ * own direction at our next send (or as our reader crosses A's MARK), and ring A on its Y.
+ */
+static void b_prepared(struct side_conn *c, struct san_side_rx *rx)
+{
+	struct san_sock *s = c->s;
+
+	san_sock_lock(s);
+	if (rx->fd < 0 || s->prep != SK_PREP_LOOKING) {
+		/* (A commits only after its SWITCH: a word it committed here is a lie) */
+		if (s->prep)
+			san_sock_prep_drop(s, SAN_R_PROTOCOL);
+	} else {
+		s->ypeer = san_fd_hide(rx->fd);
+		rx->fd = -1;
+		san_debug("fd %d: prepared (B, no pause)", s->fd);
+		san_sock_prep_ready(s);
+	}
+	pthread_mutex_unlock(&s->lock);
+	c->stage = 2;
+}
+
 /* A's SWITCH: B commits at once (hold, SWITCH, MARK, HELLO) and drains to X_A. */
 static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_rx *rx)
 {
@@ -747,6 +1108,10 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 	struct san_msg m = { .type = SAN_T_SWITCH };
 	int r;
 
+	if (s->prep) {
+		b_prepared(c, rx);
+		return;
+	}
 	san_sock_lock(s);
 	if (rx->fd < 0 || rx->msg.u.sw.offset < s->tcp_rx || s->proc->closing) {
 		pthread_mutex_unlock(&s->lock);

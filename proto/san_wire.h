@@ -56,9 +56,12 @@ enum san_type {
 					    * once its first stream bytes (or its end) are on
 					    * the peer's card, so a reader past it may wait for
 					    * them (docs/protocol.md §9.2 rule 3) */
+#define SAN_CAP_NOPAUSE 0x00000080u /* PROPOSE, ACCEPT (shm): the no-pause switch-over: no
+				     * reader pauses; each direction commits alone through the
+				     * switch-over word of its ring (docs/protocol.md §16) */
 #define SAN_CAP_KNOWN (SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ | \
 		       SAN_CAP_RETRIES | SAN_CAP_RCV_WINDOW | SAN_CAP_UNHASHED | \
-		       SAN_CAP_MARK_DELIVERED)
+		       SAN_CAP_MARK_DELIVERED | SAN_CAP_NOPAUSE)
 
 /* Per-type flag bits (header byte 2). Any bit not listed for a type is reserved. */
 #define SAN_DATA_F_FIRST 0x01	  /* first chunk of a transfer: body carries total length */

@@ -31,6 +31,10 @@ esac
 # E2E_ADDR: the address vpair's server listens on and its client connects to (verbs needs the
 # RDMA device's; the default is sanverify's, the loopback).
 [ -n "${E2E_PROVIDER:-}" ] && export SANSWITCH_PROVIDER=$E2E_PROVIDER
+# E2E_NOPAUSE=1 (or 2): the suite under the no-pause switch-over (docs/protocol.md §16), every
+# preloaded process with SANSWITCH_NOPAUSE=1 (or 2: due calls wait for the handshake, so that
+# short connections still switch).
+[ -n "${E2E_NOPAUSE:-}" ] && export SANSWITCH_NOPAUSE=$E2E_NOPAUSE
 
 E2E_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd -- "$E2E_DIR/../.." && pwd)

@@ -159,8 +159,14 @@ static int client(int port, double secs, size_t size, int reqs, int naddr)
 		for (int k = 0; k < reqs; k++) {
 			double tk = tool_now_s();
 
-			if (io_all(c, req, 4 + size, 0) < 0 || io_all(c, back, size, 1) < 0) {
-				perror("sanconnrate client: request");
+			int sent;
+
+			errno = 0; /* (io_all leaves it as it is at the end of the stream) */
+			sent = io_all(c, req, 4 + size, 0) == 0;
+			if (!sent || io_all(c, back, size, 1) < 0) {
+				fprintf(stderr, "sanconnrate client: request %d of connection %zu, %s: %s\n",
+					k + 1, n + 1, sent ? "its reply" : "its send",
+					errno ? strerror(errno) : "end of stream");
 				return 1;
 			}
 			for (size_t i = 0; i < size; i++)

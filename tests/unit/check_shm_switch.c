@@ -19,7 +19,9 @@ START_TEST(test_states)
 
 	memset(&sh, 0, sizeof(sh));
 	/* A reader in and out; the sender kept out meanwhile, in afterwards. */
+	REQUIRE(!san_shm_sw_committed(&sh, &x));
 	REQUIRE_EQ(san_shm_sw_read_begin(&sh, &x), 0);
+	REQUIRE(!san_shm_sw_committed(&sh, &x));
 	REQUIRE_EQ(atomic_load(&sh.sw), SAN_SHM_SW_READING);
 	REQUIRE_EQ(san_shm_sw_commit(&sh, 10, 3), -EBUSY);
 	REQUIRE_EQ(san_shm_sw_read_end(&sh), 0);
@@ -27,7 +29,9 @@ START_TEST(test_states)
 	REQUIRE_EQ(san_shm_sw_commit(&sh, SAN_SHM_SW_X_MAX + 1, 1), -EINVAL);
 	REQUIRE_EQ(san_shm_sw_commit(&sh, 10, 1), 0);
 	REQUIRE_EQ(san_shm_sw_commit(&sh, 11, 1), -EALREADY);
-	/* The next receive learns X and holds nothing; so does a late withdrawal. */
+	/* A look learns it too; the next receive learns X and holds nothing, as a late withdrawal. */
+	REQUIRE(san_shm_sw_committed(&sh, &x));
+	REQUIRE_EQ(x, 10);
 	REQUIRE_EQ(san_shm_sw_read_begin(&sh, &x), 1);
 	REQUIRE_EQ(x, 10);
 	x = 0;

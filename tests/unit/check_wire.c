@@ -128,8 +128,9 @@ START_TEST(test_type_codes_and_channels)
 	ck_assert_uint_eq(san_caps_known(0xffffffffu), SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE |
 							       SAN_CAP_DIRECT_READ | SAN_CAP_RETRIES |
 							       SAN_CAP_RCV_WINDOW | SAN_CAP_UNHASHED |
-							       SAN_CAP_MARK_DELIVERED);
+							       SAN_CAP_MARK_DELIVERED | SAN_CAP_NOPAUSE);
 	ck_assert_uint_eq(SAN_CAP_UNHASHED, 0x20u); /* (a wire value: never renumbered) */
+	ck_assert_uint_eq(SAN_CAP_NOPAUSE, 0x80u);
 	ck_assert(!san_caps_hello_ok(SAN_CAP_RDMA_READ, SAN_CAP_DIRECT_READ));
 	/* HELLO may narrow what setup advertised, never widen it; unknown bits do not count. */
 	ck_assert(san_caps_hello_ok(SAN_CAP_KNOWN, SAN_CAP_RDMA_WRITE));
