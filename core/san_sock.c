@@ -2449,14 +2449,26 @@ static int sock_commit_tx(struct san_sock *s, bool must)
  * No pause: the peer's X once it committed, learned without a receive (a sender that never
  * reads must know what its anchor means, as after the paused switch-over). Lock held.
  */
+/*
+ * The peer committed at x: our receives drain TCP to it, then its MARK. An x below what we
+ * have read is a lie (false; the caller resets, or leaves it to the next receive's look).
+ */
+static bool sock_take_x(struct san_sock *s, uint64_t x)
+{
+	if (x < s->tcp_rx)
+		return false;
+	s->x_peer = x;
+	s->rx = SK_RX_DRAIN;
+	san_debug("fd %d: the peer committed at %llu (no pause)", s->fd, (unsigned long long)x);
+	return true;
+}
+
 static void sock_learn_peer(struct san_sock *s)
 {
 	uint64_t x;
 
-	if (s->prep && s->rx == SK_RX_TCP && san_shm_sw_committed(s->rxr.sh, &x) && x >= s->tcp_rx) {
-		s->x_peer = x;
-		s->rx = SK_RX_DRAIN;
-	}
+	if (s->prep && s->rx == SK_RX_TCP && san_shm_sw_committed(s->rxr.sh, &x))
+		(void)sock_take_x(s, x);
 }
 
 void san_sock_prep_looking(struct san_sock *s)
@@ -2500,13 +2512,8 @@ static int sock_look(struct san_sock *s)
 
 	if (r == 0)
 		return 1;
-	if (r == 1 && x >= s->tcp_rx) {
-		s->x_peer = x;
-		s->rx = SK_RX_DRAIN;
-		san_debug("fd %d: the peer committed at %llu (no pause)", s->fd,
-			  (unsigned long long)x);
+	if (r == 1 && sock_take_x(s, x))
 		return 0;
-	}
 	san_sock_commit(s);
 	san_sock_reset_locked(s, -ECONNRESET, SAN_R_PROTOCOL);
 	return -ECONNRESET;
@@ -3653,18 +3660,10 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			break; /* EAGAIN: a stalled peer must not block a nonblocking reader */
 		if (pause_wait) {
 			/* The engine ends the pause within a side-channel round trip. */
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 5000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
 			san_sock_lock(s);
 			if (s->rx == SK_RX_PAUSED || (s->direct_claimed && s->rx == SK_RX_SAN) ||
 			    (s->prep == SK_PREP_LOOKING && s->rx == SK_RX_DRAIN && !s->err))
-				san_sock_wait(s, &ts);
+				san_sock_wait_ms(s, 5);
 			pthread_mutex_unlock(&s->lock);
 			continue;
 		}
@@ -3792,11 +3791,8 @@ int san_sock_shutdown(int fd, int how)
 		uint64_t x;
 
 		s->fin_sent = true;
-		if (s->rx == SK_RX_TCP && san_shm_sw_withdraw(s->rxr.sh, &x) == 1 &&
-		    x >= s->tcp_rx) {
-			s->x_peer = x;
-			s->rx = SK_RX_DRAIN;
-		}
+		if (s->rx == SK_RX_TCP && san_shm_sw_withdraw(s->rxr.sh, &x) == 1)
+			(void)sock_take_x(s, x);
 	}
 	if (!s->swapped && !s->committed) {
 		/* Not switched: shutting down ends the window; the kernel does the rest. */
@@ -4196,10 +4192,7 @@ static void fork_prepare_one(struct fork_rec *r, bool cand)
 		 * socket without looking at the peer's word. It stays TCP (the rings go with the
 		 * sock); a peer that committed already is read to its X and MARK here.
 		 */
-		if (san_shm_sw_withdraw(s->rxr.sh, &x) == 1 && x >= s->tcp_rx) {
-			s->x_peer = x;
-			s->rx = SK_RX_DRAIN;
-		} else {
+		if (!(san_shm_sw_withdraw(s->rxr.sh, &x) == 1 && sock_take_x(s, x))) {
 			san_sock_prep_end(s);
 			s->prep_gone = true; /* (no drop here: reg_lock is held) */
 		}

@@ -304,6 +304,20 @@ static inline void san_sock_wait(struct san_sock *s, const struct timespec *unti
 		san_sock_locked(s, r);
 }
 
+/* san_sock_wait for at most ms (< 1000) milliseconds (the condition's clock: CLOCK_REALTIME). */
+static inline void san_sock_wait_ms(struct san_sock *s, long ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += ms * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	san_sock_wait(s, &ts);
+}
+
 /* Returned by the san_sock_* data calls: not managed (any more), make the real call. */
 #define SAN_PASS (-100000)
 

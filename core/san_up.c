@@ -305,6 +305,33 @@ int san_up_write_mark(struct san_sock *s, int tcp)
  * and X_A = tcp_tx. The steps and their order are protocol.md §9.1; failures before commit
  * fall back.
  */
+/*
+ * A's PROPOSE of the rings in memfd (passed with it) for the connection t (as A sees it), its
+ * MARK's nonce, and caps beyond what every shm A says: it can read B's area and write into
+ * B's grant (its HELLO says so again, or clears). san_sidechan_send's result.
+ */
+static int propose_send(int side, int memfd, int fd_hint, uint64_t nonce,
+			const struct san_tuple *t, uint32_t caps)
+{
+	struct san_shm_params prm = { 0 };
+	struct san_msg m = { .type = SAN_T_PROPOSE };
+
+	prm.pid = (uint32_t)getpid();
+	prm.fd_hint = fd_hint;
+	prm.ring_size = SAN_RING_SIZE;
+	prm.bulk_size = SAN_BULK_SIZE;
+	m.u.propose.ver_min = m.u.propose.ver_max = SAN_PROTO_VERSION;
+	m.u.propose.provider = SAN_PROV_SHM;
+	m.u.propose.caps = SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ |
+			   SAN_CAP_UNHASHED | caps;
+	m.u.propose.nonce = nonce;
+	m.u.propose.src = t->local;
+	m.u.propose.dst = t->peer;
+	m.u.propose.params = &prm;
+	m.u.propose.params_len = sizeof(prm);
+	return san_sidechan_send(side, &m, memfd);
+}
+
 static int a_prepare(struct san_sock *s, uint64_t netns);
 
 int san_up_a_run(struct san_sock *s)
@@ -316,7 +343,7 @@ int san_up_a_run(struct san_sock *s)
 	uint64_t netns;
 	int memfd = -1, y = -1, r, nnames, which = 0;
 	struct san_owner_rows rows;
-	bool rows_ahead;
+	bool rows_ahead, retries;
 	uint16_t gone;
 
 	r = san_owner_tuple(s->fd, &s->tuple);
@@ -361,22 +388,9 @@ int san_up_a_run(struct san_sock *s)
 		return san_up_fallback(s, SAN_R_RESOURCES);
 	}
 	s->nonce_mine = san_up_nonce();
-	prm.pid = (uint32_t)getpid();
-	prm.fd_hint = s->fd;
-	prm.ring_size = SAN_RING_SIZE;
-	prm.bulk_size = SAN_BULK_SIZE;
-	m.type = SAN_T_PROPOSE;
-	m.u.propose.ver_min = m.u.propose.ver_max = SAN_PROTO_VERSION;
-	m.u.propose.provider = SAN_PROV_SHM;
-	/* A can read B's area and write into B's grant; its HELLO says so again, or clears. */
-	m.u.propose.caps = SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ |
-			   SAN_CAP_UNHASHED | (san_sock_may_retry(s) ? SAN_CAP_RETRIES : 0);
-	m.u.propose.nonce = s->nonce_mine;
-	m.u.propose.src = s->tuple.local;
-	m.u.propose.dst = s->tuple.peer;
-	m.u.propose.params = &prm;
-	m.u.propose.params_len = sizeof(prm);
-	r = san_sidechan_send(s->side, &m, memfd);
+	retries = san_sock_may_retry(s);
+	r = propose_send(s->side, memfd, s->fd, s->nonce_mine, &s->tuple,
+			 retries ? SAN_CAP_RETRIES : 0);
 	san_sys_close(memfd);
 	if (r < 0)
 		return san_up_fallback(s, r == -EPIPE || r == -ECONNRESET ? gone : SAN_R_CHANNEL);
@@ -393,8 +407,7 @@ int san_up_a_run(struct san_sock *s)
 	s->ylocal = y;
 	rows_ahead = san_owner_rows_find(s->fd, &s->tuple, 0, &rows) == 0;
 
-	r = side_wait(s->side, &rx, true,
-		      (m.u.propose.caps & SAN_CAP_RETRIES) ? SAN_UP_RETRY_TIMEOUT_MS : SAN_UP_TIMEOUT_MS);
+	r = side_wait(s->side, &rx, true, retries ? SAN_UP_RETRY_TIMEOUT_MS : SAN_UP_TIMEOUT_MS);
 	if (r == -ETIMEDOUT) {
 		side_abort(s->side, SAN_R_TIMEOUT);
 		return san_up_fallback(s, SAN_R_TIMEOUT);
@@ -635,8 +648,6 @@ static void a_prep_start(void *arg)
 	struct a_prep *ap = arg;
 	struct san_sock *s = ap->s;
 	struct san_sidechan_name names[1 + SAN_SIDECHAN_DEST_NAMES];
-	struct san_shm_params prm = { 0 };
-	struct san_msg m = { 0 };
 	int side, memfd, x = -1, y = -1, nnames, which = 0, r;
 	uint64_t nonce = san_up_nonce();
 	uint8_t *base = NULL;
@@ -689,21 +700,8 @@ static void a_prep_start(void *arg)
 		a_prep_fail(NULL, ap, SAN_R_RESOURCES); /* (its fallback lets go of all of it) */
 		return;
 	}
-	prm.pid = (uint32_t)getpid();
-	prm.fd_hint = ap->fd;
-	prm.ring_size = SAN_RING_SIZE;
-	prm.bulk_size = SAN_BULK_SIZE;
-	m.type = SAN_T_PROPOSE;
-	m.u.propose.ver_min = m.u.propose.ver_max = SAN_PROTO_VERSION;
-	m.u.propose.provider = SAN_PROV_SHM;
-	m.u.propose.caps = SAN_CAP_RDMA_READ | SAN_CAP_RDMA_WRITE | SAN_CAP_DIRECT_READ |
-			   SAN_CAP_UNHASHED | SAN_CAP_NOPAUSE | (ap->retries ? SAN_CAP_RETRIES : 0);
-	m.u.propose.nonce = nonce;
-	m.u.propose.src = ap->tuple.local;
-	m.u.propose.dst = ap->tuple.peer;
-	m.u.propose.params = &prm;
-	m.u.propose.params_len = sizeof(prm);
-	r = san_sidechan_send(side, &m, memfd);
+	r = propose_send(side, memfd, ap->fd, nonce, &ap->tuple,
+			 SAN_CAP_NOPAUSE | (ap->retries ? SAN_CAP_RETRIES : 0));
 	san_sys_close(memfd);
 	if (r < 0) {
 		a_prep_fail(NULL, ap, r == -EPIPE || r == -ECONNRESET ? ap->gone : SAN_R_CHANNEL);
@@ -753,17 +751,8 @@ void san_up_wait_prepared(struct san_sock *s)
 {
 	for (uint64_t end = san_sock_now_ns() + 3000000000ull;
 	     s->prep != SK_PREP_READY && s->attempted && !s->dropped && !s->err &&
-	     !s->committed && san_sock_now_ns() < end;) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 5000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		san_sock_wait(s, &ts);
-	}
+	     !s->committed && san_sock_now_ns() < end;)
+		san_sock_wait_ms(s, 5);
 }
 
 /* ---- B, on the engine thread ------------------------------------------------------------ */
