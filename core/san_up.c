@@ -456,26 +456,42 @@ int san_up_a_run(struct san_sock *s)
 	s->nonce_peer = rx.msg.u.accept.nonce;
 
 	/*
-	 * ---- commit: X_A = 0; SWITCH, then (handed off) the SAN; the MARK goes with our first
+	 * ---- SWITCH{X_A}, then commit on B's SWITCH: the SAN; the MARK goes with our first
 	 * stream bytes or our end (san_sock_mark_flush). ----
 	 */
+	if (san_fault(SAN_FAULT_SWITCH_LATE))
+		usleep(300 * 1000);
 	memset(&m, 0, sizeof(m));
 	m.type = SAN_T_SWITCH;
 	m.u.sw.offset = s->tcp_tx;
 	if (san_sidechan_send(s->side, &m, s->ylocal) < 0)
 		return san_up_fallback(s, SAN_R_CHANNEL); /* NOT_SENT: B sees EOF, resumes */
+	/*
+	 * Until B's SWITCH nothing of ours is anywhere but on TCP (the lock, held since the
+	 * start, holds the application's calls; our MARK waits for our first stream bytes). So
+	 * a B that lets go without committing (its application closed the connection before
+	 * our SWITCH came: §9.2 rule 4) leaves the whole connection on TCP, where its data and
+	 * its FIN already are: a channel ending without B's SWITCH (which it would have sent
+	 * first: the channel gives what was sent before its end) is a fallback, not a reset.
+	 * No answer in time is a reset: B may commit yet.
+	 */
+	r = side_wait(s->side, &rx, false, SAN_UP_COMMIT_WAIT_MS);
+	if (!r)
+		san_side_rx_close_fds(&rx);
+	if (r == -EPIPE || r == -ECONNRESET)
+		return san_up_fallback(s, SAN_R_STATE);
 	san_sock_commit(s);
+	if (r < 0 || rx.msg.type != SAN_T_SWITCH) {
+		san_sock_reset_locked(s, -ECONNRESET,
+				      r == -ETIMEDOUT ? SAN_R_TIMEOUT
+				      : r < 0	      ? SAN_R_CHANNEL
+							      : SAN_R_PROTOCOL);
+		return 0;
+	}
 	s->tx = SK_TX_SAN;
 	s->mark_due = true;
 	if (san_conn_send_hello(s) < 0) {
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
-		return 0;
-	}
-	r = side_wait(s->side, &rx, false, SAN_UP_COMMIT_WAIT_MS);
-	if (!r)
-		san_side_rx_close_fds(&rx);
-	if (r < 0 || rx.msg.type != SAN_T_SWITCH) {
-		san_sock_reset_locked(s, -ECONNRESET, r < 0 ? SAN_R_CHANNEL : SAN_R_PROTOCOL);
 		return 0;
 	}
 	san_sys_close(s->side);
@@ -1102,6 +1118,18 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 		return;
 	}
 	san_sock_lock(s);
+	if (s->proc->closing && !s->committed && rx->fd >= 0 && rx->msg.u.sw.offset >= s->tcp_rx) {
+		/*
+		 * Our application closed the connection while A decided (§9.2 rule 4): all we
+		 * sent, and our FIN or RST, are on TCP already. Let go without a SWITCH: A,
+		 * which commits only on ours, stays on TCP and reads them there.
+		 */
+		san_side_rx_close_fds(rx);
+		san_up_fallback(s, SAN_R_STATE);
+		pthread_mutex_unlock(&s->lock);
+		c->stage = 2;
+		return;
+	}
 	if (rx->fd < 0 || rx->msg.u.sw.offset < s->tcp_rx || s->proc->closing) {
 		pthread_mutex_unlock(&s->lock);
 		san_side_rx_close_fds(rx);

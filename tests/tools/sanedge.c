@@ -25,14 +25,17 @@
  *     gives up: end=TIMEOUT.
  *
  *   sanedge send (--port P | --listen-port-file F) [--hello] --bytes N [--chunk C] --end MODE
- *                [--timeout S] [--corrupt OFFSET]
+ *                [--timeout S] [--corrupt OFFSET] [--end-after MS] [--stay MS]
  *     Connect to 127.0.0.1:P (or listen on port 0, write the port to F and accept: the accepting
  *     side), send N bytes of the pattern in blocking send() calls of C bytes (partial sends
  *     looped), write "sent=N\n" to stdout with write(2) once the last send returned, then end as
  *     MODE says (the table `endings` below; `sanedge modes` lists them). Modes that leave a
  *     process behind for a while print "child=PID\n" (fork_parent_exit) so the test can wait for
  *     it. A send that fails prints "send_error=<errno name> at=OFFSET" and exits 1. --corrupt
- *     flips the byte at OFFSET (the test's check that a wrong byte is seen). A send stuck for S s
+ *     flips the byte at OFFSET (the test's check that a wrong byte is seen). --end-after sleeps MS ms
+ *     between "sent=" and the ending, and --stay MS after the close of the ending "close" (an
+ *     application that ends its side while the peer's switch-over is under way, and goes on
+ *     living: tests/e2e/t_edge_midswitch.sh). A send stuck for S s
  *     (default 60) ends the process (SIGALRM).
  *
  * The pattern: the byte at stream offset i is byte i%8 of splitmix64(i/8 ^ seed): a function of i
@@ -97,6 +100,7 @@ static void usage(void)
 		"         [--slow-us U] [--timeout S]\n"
 		"       sanedge send (--port P|--listen-port-file F) [--hello] --bytes N\n"
 		"         [--chunk C] --end MODE [--timeout S] [--corrupt OFFSET]\n"
+		"         [--end-after MS] [--stay MS]\n"
 		"       sanedge modes\n");
 	exit(2);
 }
@@ -444,9 +448,21 @@ static int do_read(int argc, char **argv)
 
 /* How the sender's process ends, right after its last send returned (and "sent=N" was written).
  * To add one: a function and a row. */
+/* --stay: the process lives on this long after a close (a server that goes on serving) */
+static unsigned long long stay_ms;
+
+static void nap_ms(unsigned long long ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 static void end_close(int fd)
 {
 	close(fd);
+	nap_ms(stay_ms);
 	exit(0);
 }
 
@@ -591,6 +607,7 @@ static int do_send(int argc, char **argv)
 {
 	const char *lpf = NULL, *mode = NULL;
 	unsigned long long port = 0, bytes = 0, chunk = 8192, tmo = 60, off = 0, corrupt = ~0ULL;
+	unsigned long long end_after = 0;
 	const struct ending *e = NULL;
 	int hello = 0, i, fd, n;
 	unsigned char *buf;
@@ -617,6 +634,10 @@ static int do_send(int argc, char **argv)
 			tmo = num(v), i++;
 		else if (!strcmp(a, "--corrupt"))
 			corrupt = num(v), i++;
+		else if (!strcmp(a, "--end-after"))
+			end_after = num(v), i++;
+		else if (!strcmp(a, "--stay"))
+			stay_ms = num(v), i++;
 		else
 			usage();
 	}
@@ -668,6 +689,7 @@ static int do_send(int argc, char **argv)
 	if (write(1, line, (size_t)n) != n)
 		_exit(3);
 	free(buf);
+	nap_ms(end_after);
 	e->fn(fd);
 	_exit(4); /* a mode that returned: not what it says */
 }
