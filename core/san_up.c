@@ -940,7 +940,21 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	memcpy(&prm, p->params, sizeof(prm));
 	t.local = p->dst;
 	t.peer = p->src;
-	s = c->s ? c->s : san_sock_find_tuple(&t, &c->lite_busy);
+	if (!c->s) {
+		int was = c->lite_busy;
+
+		s = san_sock_find_tuple(&t, &c->lite_busy);
+		/*
+		 * A try again (BUSY, 1 ms later) that no longer finds the candidate it drained (its
+		 * tuple asked again and not given, the number another connection's now) must open
+		 * that gate: left draining, its next call waited for the engine forever (a server in
+		 * san_lite_wait_closing, 1 loop in 40 of 3-request connections without a pause).
+		 */
+		if (was >= 0 && c->lite_busy != was)
+			san_lite_undrain(was);
+	} else {
+		s = c->s;
+	}
 	if (!s && c->lite_busy >= 0) {
 		c->busy_kernel = true;
 		return SAN_R_BUSY; /* a call inside its gate (san_lite_drain), perhaps in the kernel */

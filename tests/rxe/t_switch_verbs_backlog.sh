@@ -1,7 +1,7 @@
 #!/bin/bash
 # t_switch_verbs_backlog — a receiver behind by more transfers than READs may be out at once
 # gets every one of them READ ahead, in order (docs/verbs.md §4, "Read ahead"). The client sends
-# 36 writes of 24 KiB (READ transfers but for the first one or two, which may go before the
+# 36 writes of 24 KiB (READ transfers but for the first few, which may go before the
 # peer's HELLO says it reads; 864 KiB, all in the sender's 1 MiB area at once) while the server
 # sleeps 3 s after accepting; then the server reads them all. Every READ transfer after the
 # first arrived behind an unread one and is queued to be READ ahead, even though the peer's
@@ -41,7 +41,10 @@ for ra in auto 2; do
 		[ "$(field "$l" switched_verbs)" -eq 1 ] || fail "$ra: not switched onto verbs: $l"
 	done
 	rd=$(field "$cl" read_tx_bytes) || exit 1
-	[ "$rd" -ge $(((count - 4) * size)) ] || fail "$ra: fewer than $((count - 4)) writes went by READ: $cl"
+	# How many writes go before the peer's HELLO says it reads is timing: one or two on a quiet
+	# guest, 5 once in a CI run of a loaded TCG guest. 24 is still more than a queue of 16
+	# could take ahead (the bug this test is for), and the check below is relative to rd.
+	[ "$rd" -ge $(((count - 12) * size)) ] || fail "$ra: fewer than $((count - 12)) writes went by READ: $cl"
 	ahead=$(field "$sl" verbs_ahead_rx_bytes) || exit 1
 	[ "$ahead" -ge $((rd - 3 * size)) ] ||
 		fail "$ra: $((ahead / size)) of the $((rd / size)) READ transfers READ ahead (all but the first, or two, expected): $sl"
