@@ -1094,6 +1094,20 @@ bool san_sock_before_listen(int fd)
  * Before commit, the connection stays TCP: the fd becomes plain pass-through and the sock
  * leaves the registry. Lock held by the caller.
  */
+/*
+ * No pause: our reader lets go of the peer's switch-over word (the peer's commit then fails,
+ * and it stays on TCP), saying why with SANSWITCH_LOG=debug. san_shm_sw_withdraw's result:
+ * 0 let go, 1 the peer had committed at *x, else the word lied.
+ */
+static int sock_withdraw(struct san_sock *s, uint64_t *x, const char *why)
+{
+	int r = san_shm_sw_withdraw(s->rxr.sh, x);
+
+	san_debug("fd %d: no pause: our reader lets go of the peer's word (%s)%s", s->fd, why,
+		  r == 1 ? ": the peer had committed" : r < 0 ? ": a word no state has" : "");
+	return r;
+}
+
 void san_sock_drop(struct san_sock *s, unsigned int reason)
 {
 	struct san_sock *r;
@@ -1104,7 +1118,7 @@ void san_sock_drop(struct san_sock *s, unsigned int reason)
 	 * looking. Too late for that (it committed, or we did): reset, never a MARK read as data.
 	 */
 	if (s->prep && (s->committed || s->rx != SK_RX_TCP ||
-			san_shm_sw_withdraw(s->rxr.sh, &x) == 1)) {
+			sock_withdraw(s, &x, "dropped") == 1)) {
 		san_sock_commit(s);
 		san_sock_reset_locked(s, -ECONNRESET, reason < 32 ? reason : SAN_R_STATE);
 		return;
@@ -1938,6 +1952,26 @@ static int iov_slice(const struct iovec *iov, int cnt, size_t off, size_t max, s
  * by its own SANSWITCH_NOPAUSE, keeps its window open this many exchanges longer.
  */
 #define SAN_NOPAUSE_LATE 32
+/*
+ * ... and at least this long after that last exchange: exchanges of 10 bytes between two
+ * Python processes come every 20-30 us, so 32 of them are less than a handshake (400-600 us
+ * idle, several ms on a loaded machine): t_switch_nopause's workers found B's window closed
+ * under A's PROPOSE in 1 connection of 8, in 3 runs of 9.
+ */
+#define SAN_NOPAUSE_LATE_NS (50ull * 1000 * 1000)
+
+/* B's window, past its last exchange: closed at once, or, without a pause, once that is old */
+static bool b_late_enough(struct san_sock *s)
+{
+	uint64_t now;
+
+	if (!san_cfg.nopause)
+		return true;
+	now = now_ns();
+	if (!s->b_late_ns)
+		s->b_late_ns = now;
+	return now - s->b_late_ns >= SAN_NOPAUSE_LATE_NS;
+}
 
 /*
  * Has the peer answered the exchange we began: bytes of its came since our first send of it,
@@ -2373,7 +2407,7 @@ void san_sock_prep_drop(struct san_sock *s, unsigned int reason)
 {
 	uint64_t x;
 
-	if (s->rx == SK_RX_TCP && san_shm_sw_withdraw(s->rxr.sh, &x) != 1) {
+	if (s->rx == SK_RX_TCP && sock_withdraw(s, &x, san_reason_str((uint16_t)reason)) != 1) {
 		san_up_fallback(s, reason);
 		return;
 	}
@@ -3564,8 +3598,9 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 					s->ex_sent = false;
 				}
 				if ((!san_cfg.switch_after && !san_cfg.nopause) ||
-				    s->ex_done > san_cfg.switch_after + SAN_A_TRIES +
-							 (san_cfg.nopause ? SAN_NOPAUSE_LATE : 0)) {
+				    (s->ex_done > san_cfg.switch_after + SAN_A_TRIES +
+							  (san_cfg.nopause ? SAN_NOPAUSE_LATE : 0) &&
+				     b_late_enough(s))) {
 					m->msg_flags = mh.msg_flags;
 					san_sock_drop(s, SAN_FB_NOT_ATTEMPTED);
 					waitfd = s->tcp; /* a MSG_WAITALL rest: the next round passes through */
@@ -3754,6 +3789,8 @@ void san_sock_mark_flush(struct san_sock *s)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
 }
 
+#define SAN_SW_SHUT_TRIES 30
+
 int san_sock_shutdown(int fd, int how)
 {
 	struct san_sock *s = san_sock_get(fd);
@@ -3778,9 +3815,21 @@ int san_sock_shutdown(int fd, int how)
 		 * for it, and commits our way if the engine could not.
 		 */
 		san_up_wait_prepared(s);
-		for (int i = 0; i < 3 && s->prep == SK_PREP_READY && s->tx == SK_TX_TCP && !s->err; i++)
+		/*
+		 * (-EBUSY: the peer's reader inside a receive each time we looked, or our counts
+		 * not the kernel's yet: a full-duplex stream in flow. This is the commit's last
+		 * chance, so it looks again for a while, a millisecond apart: a reader whose
+		 * thread lost its CPU inside its receive keeps it for a time slice. 3 tries at once
+		 * left an asyncio client's write_eof() on TCP in 1 connection of 8, 1 run in 5 of
+		 * t_switch_nopause's full-duplex cases.)
+		 */
+		for (int i = 0; i < SAN_SW_SHUT_TRIES && s->prep == SK_PREP_READY &&
+				s->tx == SK_TX_TCP && !s->err && !s->dropped;
+		     i++) {
 			if (sock_commit_tx(s, false) != -EBUSY)
 				break;
+			san_sock_wait_ms(s, 1); /* (the lock let go meanwhile) */
+		}
 	}
 	if (s->prep && !s->committed && how != SHUT_RD) {
 		/*
@@ -3791,7 +3840,7 @@ int san_sock_shutdown(int fd, int how)
 		uint64_t x;
 
 		s->fin_sent = true;
-		if (s->rx == SK_RX_TCP && san_shm_sw_withdraw(s->rxr.sh, &x) == 1)
+		if (s->rx == SK_RX_TCP && sock_withdraw(s, &x, "our FIN") == 1)
 			(void)sock_take_x(s, x);
 	}
 	if (!s->swapped && !s->committed) {
@@ -4192,7 +4241,7 @@ static void fork_prepare_one(struct fork_rec *r, bool cand)
 		 * socket without looking at the peer's word. It stays TCP (the rings go with the
 		 * sock); a peer that committed already is read to its X and MARK here.
 		 */
-		if (!(san_shm_sw_withdraw(s->rxr.sh, &x) == 1 && sock_take_x(s, x))) {
+		if (!(sock_withdraw(s, &x, "a fork") == 1 && sock_take_x(s, x))) {
 			san_sock_prep_end(s);
 			s->prep_gone = true; /* (no drop here: reg_lock is held) */
 		}
@@ -4528,7 +4577,7 @@ static bool settle_for_exec(int fd, bool switched, uint32_t flags)
 		 * the peer committed it gets a switched connection's end of file; else the
 		 * connection stays TCP, here too if the exec fails.
 		 */
-		san = s->rx != SK_RX_TCP || san_shm_sw_withdraw(s->rxr.sh, &x) == 1;
+		san = s->rx != SK_RX_TCP || sock_withdraw(s, &x, "exec") == 1;
 		if (!san)
 			san_sock_drop(s, SAN_R_STATE);
 	}
@@ -4863,7 +4912,7 @@ bool san_sock_on_close(int fd)
 		 * No pause, not committed either way: the peer stays on TCP and meets our FIN or
 		 * RST. (Committed our way: the peer commits too, as its reader meets our MARK.)
 		 */
-		(void)san_shm_sw_withdraw(s->rxr.sh, &x);
+		(void)sock_withdraw(s, &x, "close");
 	}
 	/* its slot is released with the number (san_stats_fd_close): a new connection's then */
 	s->proc->stc = NULL;

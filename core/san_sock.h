@@ -135,6 +135,7 @@ struct san_sock {
 	bool to_known;	      /* A: tuple.peer is connect()'s address */
 	bool ex_sent;	      /* we sent in the current exchange (A, B: san_sock.c, a_due) */
 	uint32_t ex_done;     /* exchanges completed: sent, then received */
+	uint64_t b_late_ns;   /* B, no pause: when its window's last exchange passed (0: not yet) */
 	uint64_t ex_rx0;      /* tcp_rx when the current exchange's first send went */
 	uint64_t ex_rx_pre;   /* A: tcp_rx before the send that may begin an exchange (a_due) */
 	bool due_waits;	      /* A: due, but another thread's call was in the kernel */
