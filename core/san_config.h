@@ -59,7 +59,7 @@ enum san_fault {
 	SAN_FAULT_FORK_DIE_LOCKED, /* a fork child sharing a connection dies in its first send, locked */
 	SAN_FAULT_FORK_NOMEM,  /* fork(): no memory for the child's records of its connections */
 	SAN_FAULT_BELL_STUCK,  /* shm: as bell_late, 50 ms: longer than a reader waits for it */
-	SAN_FAULT_SWITCH_LATE, /* A (shm, paused) sends its SWITCH 300 ms after B's ACCEPT */
+	SAN_FAULT_SWITCH_LATE, /* A (shm, paused) sends its SWITCH 500 ms after B's ACCEPT */
 	SAN_FAULT_NR,
 };
 

@@ -3789,7 +3789,7 @@ void san_sock_mark_flush(struct san_sock *s)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
 }
 
-#define SAN_SW_SHUT_TRIES 30
+#define SAN_SW_SHUT_NS (30ull * 1000 * 1000)
 
 int san_sock_shutdown(int fd, int how)
 {
@@ -3823,12 +3823,12 @@ int san_sock_shutdown(int fd, int how)
 		 * left an asyncio client's write_eof() on TCP in 1 connection of 8, 1 run in 5 of
 		 * t_switch_nopause's full-duplex cases.)
 		 */
-		for (int i = 0; i < SAN_SW_SHUT_TRIES && s->prep == SK_PREP_READY &&
-				s->tx == SK_TX_TCP && !s->err && !s->dropped;
-		     i++) {
-			if (sock_commit_tx(s, false) != -EBUSY)
+		for (uint64_t end = now_ns() + SAN_SW_SHUT_NS;
+		     s->prep == SK_PREP_READY && s->tx == SK_TX_TCP && !s->err && !s->dropped &&
+		     !s->proc->closing;) {
+			if (sock_commit_tx(s, false) != -EBUSY || now_ns() >= end)
 				break;
-			san_sock_wait_ms(s, 1); /* (the lock let go meanwhile) */
+			san_sock_wait_ms(s, 1); /* (the lock let go meanwhile; another thread may close) */
 		}
 	}
 	if (s->prep && !s->committed && how != SHUT_RD) {

@@ -460,7 +460,7 @@ int san_up_a_run(struct san_sock *s)
 	 * stream bytes or our end (san_sock_mark_flush). ----
 	 */
 	if (san_fault(SAN_FAULT_SWITCH_LATE))
-		usleep(300 * 1000);
+		usleep(500 * 1000);
 	memset(&m, 0, sizeof(m));
 	m.type = SAN_T_SWITCH;
 	m.u.sw.offset = s->tcp_tx;
@@ -476,9 +476,15 @@ int san_up_a_run(struct san_sock *s)
 	 * No answer in time is a reset: B may commit yet.
 	 */
 	r = side_wait(s->side, &rx, false, SAN_UP_COMMIT_WAIT_MS);
+	if (r == -ECONNRESET)
+		/*
+		 * (the channel's error comes before the messages queued behind it, and is told
+		 * once: B's SWITCH, if it sent one, is the next read; else its end, -EPIPE)
+		 */
+		r = san_sidechan_recv(s->side, &rx, false);
 	if (!r)
 		san_side_rx_close_fds(&rx);
-	if (r == -EPIPE || r == -ECONNRESET)
+	if (r == -EPIPE || r == -ECONNRESET || r == -EAGAIN)
 		return san_up_fallback(s, SAN_R_STATE);
 	san_sock_commit(s);
 	if (r < 0 || rx.msg.type != SAN_T_SWITCH) {
@@ -791,6 +797,12 @@ static void side_close(struct ev_loop *loop, struct side_conn *c)
 	if (c->lite_busy >= 0 && !c->s)
 		san_lite_undrain(c->lite_busy);
 	san_side_rx_close_fds(&c->prx);
+	/*
+	 * The channel's end for A whoever else holds it: a fork child of ours has a copy of
+	 * every open channel, and a close alone would leave A waiting for its 5 s (a let-go of
+	 * b_switch's unseen, then a reset on the connection the child serves).
+	 */
+	(void)san_sys_shutdown(c->w.fd, SHUT_RDWR);
 	san_sys_close(c->w.fd);
 	san_sock_put(c->s);
 	free(c);

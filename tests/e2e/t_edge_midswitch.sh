@@ -9,9 +9,9 @@
 # net server destroy(), 1 run in 10 of t_app_node, and CI).
 #
 # The order is made certain, not left to timing: the client proposes at its first call (its
-# receive: SANSWITCH_SWITCH_AFTER=0) and sends its SWITCH 300 ms after the ACCEPT
+# receive: SANSWITCH_SWITCH_AFTER=0) and sends its SWITCH 500 ms after the ACCEPT
 # (SANSWITCH_FAULT=switch_late); the server (sanedge send, accepting) sends its bytes and ends
-# 100 ms later (--end-after). A server that closes and lives on (close, --stay 600: its engine
+# 100 ms later (--end-after): 400 ms to spare for a loaded machine. A server that closes and lives on (close, --stay 600: its engine
 # then takes the SWITCH and lets go) is the case fixed; those whose process ends too (exit,
 # kill, shutdown then exit) end the side channel, so the client's SWITCH finds no one and it
 # stays on TCP as before. Each case runs once over kernel TCP and ROUNDS times preloaded; the
