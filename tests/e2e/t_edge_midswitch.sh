@@ -25,7 +25,8 @@ need_build
 
 EDGE=$BUILD/sanedge
 [ -x "$EDGE" ] || fail "missing $EDGE (run make)"
-export SANSWITCH_STATS=1 SANSWITCH_SWITCH_AFTER=0 SANSWITCH_FAULT=switch_late
+# (the paused switch-over's edge: E2E_NOPAUSE does not apply, its handshake has no such wait)
+export SANSWITCH_STATS=1 SANSWITCH_SWITCH_AFTER=0 SANSWITCH_FAULT=switch_late SANSWITCH_NOPAUSE=0
 ROUNDS=${ROUNDS:-3}
 nbad=0 ncase=0
 
