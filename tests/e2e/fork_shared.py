@@ -26,6 +26,8 @@ import sys
 import threading
 import time
 
+from sockx import listen_portfile
+
 SIZE = 8 << 20
 TIMEOUT = 60.0
 
@@ -106,12 +108,7 @@ def read_n(sock, n):
 
 
 def server(portfile, case):
-    lst = socket.socket()
-    lst.bind(("127.0.0.1", 0))
-    lst.listen(1)
-    with open(portfile + ".tmp", "w") as f:
-        f.write("%d\n" % lst.getsockname()[1])
-    os.rename(portfile + ".tmp", portfile)
+    lst = listen_portfile(portfile)
     c, _ = lst.accept()
     lst.close()
     c.settimeout(TIMEOUT)

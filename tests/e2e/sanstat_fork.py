@@ -21,16 +21,11 @@ import socket
 import sys
 import time
 
-from sockx import ping_until_switched
+from sockx import listen_portfile, ping_until_switched
 
 
 def server(portfile, pidfile, share=False):
-    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lst.bind(("127.0.0.1", 0))
-    lst.listen(1)
-    with open(portfile + ".tmp", "w") as f:
-        f.write("%d\n" % lst.getsockname()[1])
-    os.rename(portfile + ".tmp", portfile)
+    lst = listen_portfile(portfile)
     conn, _ = lst.accept()
     if share:
         if not ping_until_switched(conn, False):

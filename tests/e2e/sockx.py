@@ -21,6 +21,17 @@ import zlib
 TIMEOUT = 20.0
 
 
+def listen_portfile(portfile, backlog=1):
+    """A TCP listener on 127.0.0.1 port 0, its port written to portfile (whole, by a rename)."""
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(backlog)
+    with open(portfile + ".tmp", "w") as f:
+        f.write("%d\n" % lst.getsockname()[1])
+    os.rename(portfile + ".tmp", portfile)
+    return lst
+
+
 def unix_inodes():
     """Inodes of every AF_UNIX socket in our network namespace (tells a switched fd's
     notification socket from a TCP socket)."""

@@ -30,51 +30,69 @@ export SANSWITCH_STATS=1 SANSWITCH_SWITCH_AFTER=0 SANSWITCH_FAULT=switch_late SA
 ROUNDS=${ROUNDS:-3}
 nbad=0 ncase=0
 
-# one MODE END SIZE ID — one run; sets LINE (the reader's line without ms=) and RERR (its stderr)
-one() {
-	local mode=$1 end=$2 size=$3 id=$4 l
-	start_pf "$id.s" "$mode" "$EDGE" send --listen-port-file '{PORTFILE}' --bytes "$size" \
-		--end "$end" --end-after 100 --stay 600 --timeout 20
+# run MODE ID SERVER... — start SERVER (its port file {PORTFILE}) as MODE, then the reader
+# (sanedge read, connecting) as MODE; sets LINE (the reader's line without ms=), MS (its ms=) and
+# RERR (its stderr)
+run() {
+	local mode=$1 id=$2 l
+	shift 2
+	start_pf "$id.s" "$mode" "$@"
 	local spid=$SERVER_PID
 	as_t "$mode" 20 "$EDGE" read --connect "$SERVER_PORT" --timeout 10 \
 		>"$TMP/$id.r.out" 2>"$TMP/$id.r.err" || :
 	wait_pid "$spid" 10 || stop "$spid"
 	IFS= read -r l <"$TMP/$id.r.out" || l=
 	LINE=${l% ms=*}
+	MS=99999
+	[[ $l =~ ms=([0-9]+) ]] && MS=${BASH_REMATCH[1]}
 	RERR=$TMP/$id.r.err
 }
 
-for end in close exit kill shutwr_exit; do
-	for size in 1 65536; do
-		ncase=$((ncase + 1))
-		one none "$end" "$size" "k.$end.$size"
-		want=$LINE
-		[[ $want == read\ bytes=* ]] || { show "$TMP/k.$end.$size.r.out" "$RERR"; fail "$end $size: no line over kernel TCP"; }
-		bad=
-		for ((r = 1; r <= ROUNDS; r++)); do
-			id=p.$end.$size.$r
-			one pre "$end" "$size" "$id"
-			if [ "$LINE" != "$want" ]; then
-				bad+=" round $r: '$LINE'"
-				show "$TMP/$id.r.out" "$RERR" "$TMP/$id.s.err"
-				continue
-			fi
-			sl=$(stats_line "$RERR") || exit 1
-			# proposed, accepted, let go: the server's engine answered, so not no_peer
-			reason=fallback_channel
-			[ "$end" = close ] && reason=fallback_state
-			if [ "$(field "$sl" switched)" != 0 ] || [[ " $sl " != *" $reason=1 "* ]]; then
-				bad+=" round $r: not the let-go (reader's stats: $sl)"
-				show "$RERR" "$TMP/$id.s.err"
-			fi
-		done
-		if [ -n "$bad" ]; then
-			nbad=$((nbad + 1))
-			log "FAIL $end, $size B: kernel '$want';$bad"
-		else
-			log "ok   $end, $size B: '$want' in $ROUNDS preloaded rounds, each let go"
+# case_of NAME REASON SERVER... — one case: the kernel's run, then ROUNDS preloaded, whose reader
+# must read what the kernel's did, unswitched, its fallback REASON (fallback_state: the server's
+# engine let go; fallback_channel: its process had gone) and within 3 s (not after a 5 s wait)
+case_of() {
+	local name=$1 reason=$2 want bad='' r sl
+	shift 2
+	ncase=$((ncase + 1))
+	run none "k.$ncase" "$@"
+	want=$LINE
+	[[ $want == read\ bytes=* ]] || { show "$TMP/k.$ncase.r.out" "$RERR"; fail "$name: no line over kernel TCP"; }
+	for ((r = 1; r <= ROUNDS; r++)); do
+		run pre "p.$ncase.$r" "$@"
+		if [ "$LINE" != "$want" ]; then
+			bad+=" round $r: '$LINE'"
+			show "$TMP/p.$ncase.$r.r.out" "$RERR" "$TMP/p.$ncase.$r.s.err"
+			continue
+		fi
+		sl=$(stats_line "$RERR") || exit 1
+		if [ "$(field "$sl" switched)" != 0 ] || [[ " $sl " != *" $reason=1 "* ]] || [ "$MS" -ge 3000 ]; then
+			bad+=" round $r: not the let-go at once ($MS ms; reader's stats: $sl)"
+			show "$RERR" "$TMP/p.$ncase.$r.s.err"
 		fi
 	done
+	if [ -n "$bad" ]; then
+		nbad=$((nbad + 1))
+		log "FAIL $name: kernel '$want';$bad"
+	else
+		log "ok   $name: '$want' in $ROUNDS preloaded rounds, each let go"
+	fi
+}
+
+for end in close exit kill shutwr_exit; do
+	reason=fallback_channel
+	[ "$end" = close ] && reason=fallback_state
+	for size in 1 65536; do
+		case_of "$end, $size B" "$reason" "$EDGE" send --listen-port-file '{PORTFILE}' \
+			--bytes "$size" --end "$end" --end-after 100 --stay 600 --timeout 20
+	done
 done
+# The classic forking server, during the switch-over: it forks once the ACCEPT has gone and
+# closes its copy; its child serves (sends 64 KiB and closes). The parent's engine lets go, the
+# client stays on TCP at once and reads what the child sent. (B's engine shuts its channels down
+# before closing them so that a child's copy of one cannot keep the channel open; this case
+# passes without that too, and why was not found: the child does hold copies of two of the
+# parent's sockets.)
+case_of "the server forks" fallback_state "$PY" "$E2E_DIR/midswitch_fork.py" '{PORTFILE}' 65536
 [ "$nbad" -eq 0 ] || fail "$nbad of $ncase cases differ from kernel TCP"
 log "$ncase cases as over kernel TCP"
