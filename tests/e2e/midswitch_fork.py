@@ -3,10 +3,12 @@
 
 Accepts one connection, waits 100 ms (its engine answers the client's PROPOSE meanwhile), forks,
 and closes its own copy at once: the connection is the child's, which sends BYTES bytes of the
-pattern of tests/tools/sanedge.c 900 ms later and closes. The parent lives on for 2 s. The
-client's SWITCH, sent 500 ms after the ACCEPT (SANSWITCH_FAULT=switch_late), meets a parent
-that has let go of the connection, while its fork child holds a copy of the parent's side
-channel: the let-go must still reach the client, at once.
+pattern of tests/tools/sanedge.c 900 ms later, closes it, and lives on for 8 s (a server's child
+goes on serving others), as does the parent, waiting for it: the test stops both once the
+client is done. The client's SWITCH, sent 500 ms after the ACCEPT (SANSWITCH_FAULT=switch_late),
+meets a parent that has let go of the connection while its child holds a copy of the parent's
+side channel: the let-go must reach the client at once, not when the child ends (the client
+waited for the channel's end 5 s, then reset the connection).
 """
 import os
 import struct
@@ -44,9 +46,9 @@ def main():
         time.sleep(0.9)
         c.sendall(pattern(nbytes))
         c.close()
+        time.sleep(8)
         os._exit(0)
     c.close()
-    time.sleep(2)
     os.waitpid(pid, 0)
     return 0
 
