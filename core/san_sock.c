@@ -1091,10 +1091,6 @@ bool san_sock_before_listen(int fd)
 }
 
 /*
- * Before commit, the connection stays TCP: the fd becomes plain pass-through and the sock
- * leaves the registry. Lock held by the caller.
- */
-/*
  * No pause: our reader lets go of the peer's switch-over word (the peer's commit then fails,
  * and it stays on TCP), saying why with SANSWITCH_LOG=debug. san_shm_sw_withdraw's result:
  * 0 let go, 1 the peer had committed at *x, else the word lied.
@@ -1108,6 +1104,10 @@ static int sock_withdraw(struct san_sock *s, uint64_t *x, const char *why)
 	return r;
 }
 
+/*
+ * Before commit, the connection stays TCP: the fd becomes plain pass-through and the sock
+ * leaves the registry. Lock held by the caller.
+ */
 void san_sock_drop(struct san_sock *s, unsigned int reason)
 {
 	struct san_sock *r;
