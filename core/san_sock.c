@@ -2397,6 +2397,8 @@ static void a_propose_now(struct san_sock *s, const struct san_prov_ops *p)
 #define SAN_SW_TRIES_MUST 20000
 /* ... and one at a send, which may go on TCP instead and try again at the next */
 #define SAN_SW_TRIES 4
+/* ... and a shutdown's, the last chance, looks again a millisecond apart this long */
+#define SAN_SW_SHUT_NS (30ull * 1000 * 1000)
 
 /*
  * Dropped before our direction committed: the connection stays on TCP. Our reader lets go of
@@ -3788,8 +3790,6 @@ void san_sock_mark_flush(struct san_sock *s)
 	if (r < 0)
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_TCP);
 }
-
-#define SAN_SW_SHUT_NS (30ull * 1000 * 1000)
 
 int san_sock_shutdown(int fd, int how)
 {

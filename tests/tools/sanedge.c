@@ -455,7 +455,8 @@ static void nap_ms(unsigned long long ms)
 {
 	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000 };
 
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+	/* (none asked, the usual case: no system call) */
+	while (ms && nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 }
 
