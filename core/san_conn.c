@@ -1822,7 +1822,7 @@ void san_conn_close(struct san_sock *s)
 	 * before the peer's MARK was read, also its bytes still on TCP before it.
 	 */
 	reset = (lg.l_onoff && lg.l_linger == 0) ||
-		(s->rx == SK_RX_DRAIN && s->tcp_rx < s->x_peer) ||
+		(s->rx == SK_RX_DRAIN && s->tcp_rx < s->x_peer) || san_sock_tcp_unread(s) ||
 		((s->rx == SK_RX_SAN || s->rx == SK_RX_DRAIN) && s->rxr.sh && peek(s, NULL, 0, 1) > 0);
 	if (reset) {
 		san_sock_reset_locked(s, -ECONNRESET, SAN_R_APP_RESET);

@@ -2507,6 +2507,23 @@ static void sock_learn_peer(struct san_sock *s)
 		(void)sock_take_x(s, x);
 }
 
+/*
+ * No pause: do bytes of the peer's wait unread on TCP, ahead of its MARK (or with its way
+ * still on TCP)? A close then resets, as the kernel's does with bytes unread. The peek comes
+ * before the look at the peer's word: the peer sets its X before it writes its MARK, so
+ * bytes seen by the peek that may be that MARK are known to be it after the look. Lock held.
+ */
+bool san_sock_tcp_unread(struct san_sock *s)
+{
+	char b;
+
+	if (!s->prep || s->rx != SK_RX_TCP || s->tcp < 0 ||
+	    san_sys_recv(s->tcp, &b, 1, MSG_DONTWAIT | MSG_PEEK) <= 0)
+		return false;
+	sock_learn_peer(s);
+	return s->rx == SK_RX_TCP || s->tcp_rx < s->x_peer;
+}
+
 void san_sock_prep_looking(struct san_sock *s)
 {
 	s->prep = SK_PREP_LOOKING;
@@ -4784,6 +4801,8 @@ void san_sock_atfork_child(void)
 			/* (prepared, the peer committed: our copy cannot read its MARK for us) */
 			s->proc->orphan = true;
 			s->err = -ECONNRESET;
+			/* the parent's to count: not this copy's, while the parent holds it */
+			sock_flags_all(s, SAN_FDF_FORKED, 0);
 			/* the offers in the shared slots are the parent's: never settle them here */
 			s->src_out = s->direct_out = s->direct_claimed = false;
 		} else if (!s->dropped && !s->attempted && s->fork_base_ok) {
@@ -4794,18 +4813,35 @@ void san_sock_atfork_child(void)
 			s->touched = false;
 			sock_flags_all(s, SAN_FDF_FORKED, SAN_FDF_TOUCHED);
 		} else if (!s->dropped) {
+			/*
+			 * Attempted (a handshake under way, a preparation the fork ended) or its
+			 * counts unknown: TCP here. Its outcome is the parent's to count; the
+			 * child counts its end only if it holds it last (san_stats.c).
+			 */
 			s->dropped = true;
+			sock_flags_all(s, SAN_FDF_FORKED, 0);
 			sock_drop_others(s);
 			if (reg && reg[s->fd] == s) {
 				reg[s->fd] = NULL;
 				s->proc->refs--;
 			}
-			san_sock_drop_fd(s->fd, s->role == SAN_UP_ROLE_A, SAN_R_STATE);
+			san_sock_drop_fd(s->fd, s->role == SAN_UP_ROLE_A, 0);
 		}
 		if (s->role == SAN_UP_ROLE_B && !s->touched && !s->proc->orphan && reg && reg[s->fd] == s)
 			b_untouched++; /* (sock_touch or the close takes it back) */
 	}
 	child_recount_refs();
+	/*
+	 * The connections that fell back before the fork: the parent's, to count at their end;
+	 * this copy counts only if it holds one last (san_stats.c). A redis BGSAVE child that
+	 * exits counted every fallen-back connection's TCP bytes again.
+	 */
+	for (unsigned int n = 0, hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED); n < hw; n++) {
+		struct san_fd *f = san_fd_get((int)n);
+
+		if (f && san_fd_state(f) == SAN_FD_CONN)
+			(void)san_fd_set_flags((int)n, SAN_FDF_FORKED, 0);
+	}
 }
 
 /*

@@ -467,6 +467,11 @@ void san_sock_drop(struct san_sock *s, unsigned int reason);
  * next send, or as our reader meets the peer's MARK). Lock held.
  */
 void san_sock_prep_ready(struct san_sock *s);
+/*
+ * ... bytes of the peer's unread on TCP before its MARK, or with its way not committed (a
+ * close resets then, as TCP's does). Lock held.
+ */
+bool san_sock_tcp_unread(struct san_sock *s);
 /* ... LOOKING: the rings are ours, our reader looks at the peer's word from now on. Lock held. */
 void san_sock_prep_looking(struct san_sock *s);
 /* ... no more (fallen back, or withdrawn): the application's SO_RCVLOWAT back. Lock held. */

@@ -1146,6 +1146,17 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 		return;
 	}
 	san_sock_lock(s);
+	if (s->peer_caps & SAN_CAP_NOPAUSE) {
+		/*
+		 * Prepared without a pause, and let go since (a fork, a drop: the reader stopped
+		 * looking at A's word, and the connection is TCP's): A's SWITCH finds nothing to
+		 * commit. The channel's end tells A (its word is not looked at: it stays TCP).
+		 */
+		pthread_mutex_unlock(&s->lock);
+		san_side_rx_close_fds(rx);
+		c->stage = 2;
+		return;
+	}
 	if (s->proc->closing && !s->committed && rx->fd >= 0 && rx->msg.u.sw.offset >= s->tcp_rx) {
 		/*
 		 * Our application closed the connection while A decided (§9.2 rule 4): all we
