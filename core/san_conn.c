@@ -1593,6 +1593,13 @@ size_t san_conn_rx_bytes(struct san_sock *s)
  */
 #define SAN_CONN_DRAIN_BATCH 16 /* (1 KiB of stack: a receive may run on a signal stack) */
 
+static int rx_drain(struct san_sock *s);
+
+int san_conn_rx_drain_bells(struct san_sock *s)
+{
+	return rx_drain(s);
+}
+
 static int rx_drain(struct san_sock *s)
 {
 	struct mmsghdr v[SAN_CONN_DRAIN_BATCH];

@@ -47,6 +47,8 @@ enum san_fd_state {
 #define SAN_FDF_TOUCHED 0x400u	/* B: its process touched it (san_sock_touch_fd): the waits skip it */
 #define SAN_FDF_TCP_ENDED 0x800u /* closing: its TCP bytes are counted (san_sock_on_close), not its fallback */
 #define SAN_FDF_STATSLOT 0x1000u /* its connection may have a slot in the stats file (san_stats_conn.c) */
+/* a fork child's copy it never moved data on: the parent counts it, not this process's exit */
+#define SAN_FDF_INHERITED 0x2000u
 
 /*
  * One slot per fd number, zero when untracked (a fresh mmap page is already

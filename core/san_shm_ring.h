@@ -185,7 +185,16 @@ struct san_shm_ring_shared {
 	 * ends switch without a pause (docs/protocol.md §16).
 	 */
 	_Atomic uint64_t sw;
-	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 120];
+	/*
+	 * The producer's prod when it wrote its MARK on TCP, plus one (0: not yet, or a producer
+	 * that predates the field). Written before the MARK's first byte is sent. The consumer,
+	 * whose application's number is still the TCP socket until it reads past that MARK,
+	 * has had the MARK's arrival as an edge for every frame before it; frames after it get
+	 * one from its engine (san_up_watch_rx_edges). A hint: a peer's lie costs only its own
+	 * connection's edges.
+	 */
+	_Atomic uint64_t mark_prod;
+	uint8_t rsvd0[SAN_SHM_RING_BLOCK - 128];
 	/* Block 1: the producer's line. */
 	_Atomic uint64_t prod;	     /* bytes committed, ever; a multiple of 8 */
 	_Atomic uint32_t cons_armed; /* consumer sleeps, wants a doorbell: SAN_SHM_ARMED and the

@@ -1284,6 +1284,7 @@ void san_sock_commit(struct san_sock *s)
 	sock_flags_all(s, SAN_FDF_COMMITTED, 0);
 	sock_windows(s);
 	lowat_hold(s);
+	san_up_watch_rx_edges(s); /* (the peer's bytes into our ring from now, before our swap) */
 }
 
 /*
@@ -2507,6 +2508,29 @@ static void sock_learn_peer(struct san_sock *s)
 		(void)sock_take_x(s, x);
 }
 
+bool san_sock_rx_edge_due(struct san_sock *s)
+{
+	uint64_t mark, prod;
+	int inq = 0;
+
+	sock_learn_peer(s);
+	if (s->swapped || s->rx != SK_RX_DRAIN || !s->rxr.sh || s->tcp < 0)
+		return false;
+	/* (0: no MARK yet, whose arrival will be the edge for all before it) */
+	mark = atomic_load_explicit(&s->rxr.sh->mark_prod, memory_order_acquire);
+	if (!mark)
+		return false;
+	if (s->mark_have < SAN_MARK_LEN &&
+	    (SAN_SYS(SYS_ioctl, (long)s->tcp, (long)FIONREAD, &inq) < 0 ||
+	     s->tcp_rx + (uint64_t)inq < s->x_peer + SAN_MARK_LEN - s->mark_have))
+		return false; /* not all here yet: its arrival is the edge */
+	prod = atomic_load_explicit(&s->rxr.sh->prod, memory_order_acquire);
+	if (prod <= mark - 1 || prod <= s->edge_prod)
+		return false;
+	s->edge_prod = prod;
+	return true;
+}
+
 /*
  * No pause: do bytes of the peer's wait unread on TCP, ahead of its MARK (or with its way
  * still on TCP)? A close then resets, as the kernel's does with bytes unread. The peek comes
@@ -2545,6 +2569,7 @@ void san_sock_prep_end(struct san_sock *s)
 void san_sock_prep_ready(struct san_sock *s)
 {
 	s->prep = SK_PREP_READY;
+	san_up_watch_rx_edges(s); /* (the peer may commit its way from now on) */
 	/* (a call of ours in the kernel, begun before: the next send commits, or our reader) */
 	if (s->tx == SK_TX_TCP && !s->err && !s->in_kernel && !s->proc->closing)
 		(void)sock_commit_tx(s, false);
@@ -2821,6 +2846,7 @@ static void sock_stats_child_claim(struct san_sock *s)
 			san_stats_conn_set(s->proc->stc, SAN_CS_SWITCHED, sock_stats_prov(s), 0);
 	}
 	__atomic_store_n(&s->proc->stc_child, false, __ATOMIC_RELAXED);
+	sock_flags_all(s, 0, SAN_FDF_INHERITED); /* the child's own from now on */
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -4069,6 +4095,8 @@ int san_sock_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 			} else {
 				s->ep_overflow = true;
 			}
+			if (s->committed || s->prep == SK_PREP_READY)
+				san_up_watch_rx_edges(s);
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -4801,25 +4829,25 @@ void san_sock_atfork_child(void)
 			/* (prepared, the peer committed: our copy cannot read its MARK for us) */
 			s->proc->orphan = true;
 			s->err = -ECONNRESET;
-			/* the parent's to count: not this copy's, while the parent holds it */
-			sock_flags_all(s, SAN_FDF_FORKED, 0);
+			/* the parent's to count, not this copy's exit's */
+			sock_flags_all(s, SAN_FDF_INHERITED, 0);
 			/* the offers in the shared slots are the parent's: never settle them here */
 			s->src_out = s->direct_out = s->direct_claimed = false;
 		} else if (!s->dropped && !s->attempted && s->fork_base_ok) {
 			s->forked = true;
-			s->proc->stc_child = true;
+			s->proc->stc_child = true; /* (and INHERITED, until then: its exit's count) */
 			s->in_kernel = 0;
 			/* the parent's calls and waits were the parent's */
 			s->touched = false;
-			sock_flags_all(s, SAN_FDF_FORKED, SAN_FDF_TOUCHED);
+			sock_flags_all(s, SAN_FDF_FORKED | SAN_FDF_INHERITED, SAN_FDF_TOUCHED);
 		} else if (!s->dropped) {
 			/*
 			 * Attempted (a handshake under way, a preparation the fork ended) or its
-			 * counts unknown: TCP here. Its outcome is the parent's to count; the
-			 * child counts its end only if it holds it last (san_stats.c).
+			 * counts unknown: TCP here. Its outcome is the parent's to count, not
+			 * this copy's exit's.
 			 */
 			s->dropped = true;
-			sock_flags_all(s, SAN_FDF_FORKED, 0);
+			sock_flags_all(s, SAN_FDF_INHERITED, 0);
 			sock_drop_others(s);
 			if (reg && reg[s->fd] == s) {
 				reg[s->fd] = NULL;
@@ -4832,15 +4860,15 @@ void san_sock_atfork_child(void)
 	}
 	child_recount_refs();
 	/*
-	 * The connections that fell back before the fork: the parent's, to count at their end;
-	 * this copy counts only if it holds one last (san_stats.c). A redis BGSAVE child that
-	 * exits counted every fallen-back connection's TCP bytes again.
+	 * The connections that fell back before the fork: the parent counts them at their end,
+	 * not this copy's exit (a redis BGSAVE child counted every one's TCP bytes again). A
+	 * close here still counts, as before (a pre-fork server's child that serves one).
 	 */
 	for (unsigned int n = 0, hw = __atomic_load_n(&san_fdt.hiwater, __ATOMIC_RELAXED); n < hw; n++) {
 		struct san_fd *f = san_fd_get((int)n);
 
 		if (f && san_fd_state(f) == SAN_FD_CONN)
-			(void)san_fd_set_flags((int)n, SAN_FDF_FORKED, 0);
+			(void)san_fd_set_flags((int)n, SAN_FDF_INHERITED, 0);
 	}
 }
 
@@ -4952,6 +4980,7 @@ bool san_sock_on_close(int fd)
 	}
 	/* its slot is released with the number (san_stats_fd_close): a new connection's then */
 	s->proc->stc = NULL;
+	sock_learn_peer(s); /* (the peer's X, if it committed since our last call: its MARK below) */
 	if ((s->committed || s->prep) && !s->swapped && s->rx == SK_RX_DRAIN &&
 	    s->tcp_rx == s->x_peer) {
 		/*

@@ -87,6 +87,7 @@ struct san_sock_proc {
 	bool vnamed;		 /* B: in the family's verbs table (san_vredir.h) for this process */
 	void *mw;		 /* engine watcher writing the MARK's rest (san_up_watch_mark) */
 	void *fw;		 /* engine watcher for ring space (pending DISCONNECT, EPOLLOUT) */
+	void *rw;		 /* engine watcher of X's doorbells before the swap (san_up_watch_rx_edges) */
 	void *ew;		 /* engine watcher of the anchor (engine thread only) */
 	bool tx_mute;		 /* not swapped, the ring full after a nonblocking send: the fd's
 				  * POLLOUT comes from X until room comes (san_sock_tx_mute) */
@@ -158,6 +159,7 @@ struct san_sock {
 	unsigned int prep_fork_gen; /* A: san_sock_fork_gen() when its handshake began */
 	uint64_t tcp_tx, tcp_rx; /* application bytes moved over TCP */
 	uint64_t x_peer;	 /* the peer's switch-over offset */
+	uint64_t edge_prod;	 /* the inbound ring's prod at the engine's last edge (san_up_watch_rx_edges) */
 	uint64_t nonce_mine;	 /* what the peer writes in its MARK */
 	uint64_t nonce_peer;	 /* what we write in ours */
 	uint8_t mark[16];
@@ -557,6 +559,12 @@ void san_up_unwatch(struct san_sock *s);
 /* fork(), in the child: forget the parent engine's watchers of s (single-threaded). */
 void san_up_unwatch_child(struct san_sock *s);
 void san_up_watch_tx(struct san_sock *s);
+/*
+ * An edge-triggered registration on a number that is still the TCP socket while the peer's
+ * bytes may come into our ring: the engine gives it an edge at each of their doorbells, until
+ * the swap. Lock held; nothing if there is no such registration or nothing to watch yet.
+ */
+void san_up_watch_rx_edges(struct san_sock *s);
 void san_up_watch_mark(struct san_sock *s);
 /*
  * Our MARK goes on TCP once the ring holds something the peer's application must see -- our
@@ -577,6 +585,14 @@ ssize_t san_conn_recv(struct san_sock *s, const struct iovec *iov, int iovcnt, i
 int san_conn_post_ctrl(struct san_sock *s, uint8_t type, uint16_t reason);
 int san_conn_send_hello(struct san_sock *s);
 bool san_conn_rx_ready(struct san_sock *s);
+/* Take the doorbells off X (before the swap: the engine's look for edges); -1: X is shut. Lock held. */
+int san_conn_rx_drain_bells(struct san_sock *s);
+/*
+ * Before the swap, at a doorbell: has the peer committed frames into our ring since its MARK
+ * reached our TCP socket, and since the last time this said so? Then an edge-triggered wait
+ * on the TCP number needs an edge the kernel will not give. Lock held.
+ */
+bool san_sock_rx_edge_due(struct san_sock *s);
 /* The peer's consumer has not passed our last frame carrying stream bytes (shm only). */
 bool san_conn_peer_unread(struct san_sock *s);
 /*

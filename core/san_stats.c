@@ -572,23 +572,11 @@ static void san_stats_conn_kind(const struct san_fd *f, enum san_fd_state state,
 	*reason = state == SAN_FD_CONN && (fl & SAN_FDF_COUNTED) ? 0 : SAN_FB_NOT_ATTEMPTED;
 }
 
-/*
- * A connection a fork copied that another process of the family still holds: that one counts
- * it when it ends it (a redis BGSAVE child, which moves no byte, counted every connection's
- * TCP bytes at its exit). The fd still open.
- */
-static bool san_stats_others_end_it(int fd, const struct san_fd *f)
-{
-	struct stat st;
-
-	return unlikely(san_fd_flags(f) & SAN_FDF_FORKED) && !fstat(fd, &st) &&
-	       san_forked_others_hold((uint64_t)st.st_ino) == 1;
-}
-
 enum san_fd_state san_stats_fd_close(int fd)
 {
 	struct san_fd *f = san_fd_get(fd);
 	enum san_fd_state state, old;
+	struct stat st;
 	unsigned int reason;
 	bool active;
 
@@ -606,7 +594,9 @@ enum san_fd_state san_stats_fd_close(int fd)
 			san_stats_fallback(reason);
 		return san_fd_clear(fd);
 	}
-	if (san_stats_others_end_it(fd, f))
+	if (unlikely(san_fd_flags(f) & SAN_FDF_FORKED) && !fstat(fd, &st) &&
+	    san_forked_others_hold((uint64_t)st.st_ino) == 1)
+		/* the connection goes on in another process, which counts its end */
 		return san_fd_clear(fd);
 	if (likely(!(san_fd_flags(f) & SAN_FDF_DUP))) {
 		san_stats_conn_end(fd, active, reason);
@@ -833,8 +823,8 @@ static void san_stats_count_open(void)
 			continue;
 		if ((san_fd_flags(g) & SAN_FDF_DUP) && san_stats_shared_elsewhere((int)i, i + 1))
 			continue;
-		if (san_stats_others_end_it((int)i, g))
-			continue;
+		if (san_fd_flags(g) & SAN_FDF_INHERITED)
+			continue; /* (its parent counts it: no /proc look in an exit hook) */
 		san_stats_conn_kind(g, s, &active, &reason);
 		san_stats_conn_end((int)i, active, reason);
 	}

@@ -283,6 +283,11 @@ int san_up_write_mark(struct san_sock *s, int tcp)
 	uint8_t mark[SAN_MARK_LEN];
 
 	san_mark_encode(mark, SAN_PROTO_VERSION, s->nonce_peer);
+	if (!s->mark_out && s->txr.sh)
+		/* what the MARK's arrival tells the peer's edge-triggered wait of (san_shm_ring.h) */
+		atomic_store_explicit(&s->txr.sh->mark_prod,
+				      atomic_load_explicit(&s->txr.sh->prod, memory_order_relaxed) + 1,
+				      memory_order_release);
 	while (s->mark_out < SAN_MARK_LEN) {
 		long r = san_sys_send(tcp, mark + s->mark_out, SAN_MARK_LEN - s->mark_out,
 				      MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -1148,9 +1153,9 @@ static void b_switch(struct ev_loop *loop, struct side_conn *c, struct san_side_
 	san_sock_lock(s);
 	if (s->peer_caps & SAN_CAP_NOPAUSE) {
 		/*
-		 * Prepared without a pause, and let go since (a fork, a drop: the reader stopped
-		 * looking at A's word, and the connection is TCP's): A's SWITCH finds nothing to
-		 * commit. The channel's end tells A (its word is not looked at: it stays TCP).
+		 * Prepared without a pause, and let go since (a fork, a drop: our reader withdrew
+		 * from A's word, and the connection is TCP's): A's SWITCH finds nothing to commit.
+		 * A learns it from our word (its commit finds it WITHDRAWN: it stays TCP).
 		 */
 		pthread_mutex_unlock(&s->lock);
 		san_side_rx_close_fds(rx);
@@ -1709,12 +1714,18 @@ void san_up_unwatch(struct san_sock *s)
 	s->proc->ew = NULL;
 	if (a && san_engine_call(unwatch_on_engine, a) < 0)
 		san_warn("fd %d: anchor watch not stopped", s->fd);
+	void *e;
+
 	san_sock_lock(s);
 	f = s->proc->fw;
 	s->proc->fw = NULL;
+	e = s->proc->rw;
+	s->proc->rw = NULL;
 	pthread_mutex_unlock(&s->lock);
 	if (f && san_engine_call(unwatch_fin_on_engine, f) < 0)
 		san_warn("fd %d: DISCONNECT watch not stopped", s->fd);
+	if (e && san_engine_call(unwatch_fin_on_engine, e) < 0)
+		san_warn("fd %d: doorbell watch not stopped", s->fd);
 }
 
 /* ---- an engine watcher on a connection: its own dup of an fd, a reference to the sock ---- */
@@ -1777,17 +1788,20 @@ static struct sock_watch *sock_watch(struct san_sock *s, int fd, int events,
  */
 void san_up_unwatch_child(struct san_sock *s)
 {
-	struct sock_watch *f = s->proc->fw, *m = s->proc->mw;
+	struct sock_watch *f = s->proc->fw, *m = s->proc->mw, *e = s->proc->rw;
 
-	s->proc->refs -= !!s->proc->ew + !!f + !!m;
+	s->proc->refs -= !!s->proc->ew + !!f + !!m + !!e;
 	free(s->proc->ew);
 	if (f)
 		san_sys_close(f->w.fd);
 	if (m)
 		san_sys_close(m->w.fd);
+	if (e)
+		san_sys_close(e->w.fd);
 	free(f);
 	free(m);
-	s->proc->ew = s->proc->fw = s->proc->mw = NULL;
+	free(e);
+	s->proc->ew = s->proc->fw = s->proc->mw = s->proc->rw = NULL;
 }
 
 /* ---- the rest of a MARK the TCP send buffer had no room for ------------------------------ */
@@ -1868,6 +1882,68 @@ static void fin_writable(struct ev_loop *loop, ev_io *w, int revents)
 static void unwatch_fin_on_engine(void *arg)
 {
 	sock_watch_free(san_engine_loop(), arg);
+}
+
+/* ---- edges for an EPOLLET registration on a number still TCP's ------------------------- */
+
+/*
+ * Once the peer's way committed, its bytes come into our ring, but the application's number
+ * stays the TCP socket until our reader crosses the peer's MARK (the swap). An edge-triggered
+ * registration on it hears of the MARK's arrival, once; the ring's later arrivals ring X,
+ * which none of the application's sets holds, and a reader that waits for the next edge
+ * before it reads again (nginx, any EPOLLET loop that stops short of EAGAIN) waits for ever
+ * (the no-pause switch-over, whose X is wherever the handshake ended: switch_sockapi.py's
+ * epoll_et.again_more_data, 100 connections of 100). So the engine watches its own dup of X
+ * until the swap: at each doorbell, the registrations are looked at again (EPOLL_CTL_MOD: the
+ * TCP socket, the MARK still unread in it, is readable, and epoll reports it once more).
+ */
+static void rx_edge(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct sock_watch *rw = (struct sock_watch *)w;
+	struct san_sock *s = rw->s;
+	bool done;
+
+	san_sock_lock(s);
+	if (s->proc->rw != rw) {
+		/* san_up_unwatch took it: its queued call frees it */
+		pthread_mutex_unlock(&s->lock);
+		san_ev.ev_io_stop(loop, w);
+		return;
+	}
+	/* (swapped: X is the application's now, its doorbells its own: never drained here) */
+	done = s->swapped || s->err || s->proc->closing;
+	if (!done) {
+		done = san_conn_rx_drain_bells(s) < 0; /* (X shut: the peer's end is in the ring) */
+		if (san_sock_rx_edge_due(s)) {
+			san_sock_epoll_rearm(s);
+			san_debug("fd %d: an edge for the ring's frames past the peer's MARK", s->fd);
+		}
+	}
+	if (done)
+		s->proc->rw = NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (done)
+		sock_watch_free(loop, rw);
+}
+
+void san_up_watch_rx_edges(struct san_sock *s)
+{
+	struct san_sock *ref;
+	bool et = false;
+
+	if (s->proc->rw || !s->want_edges || s->swapped || s->err || s->proc->closing ||
+	    !s->rxr.sh || s->xfd < 0 || s->prov != &san_prov_shm)
+		return;
+	for (int i = 0; i < s->proc->nep; i++)
+		et |= (s->proc->ep[i].ev.events & EPOLLET) != 0;
+	if (!et)
+		return;
+	ref = san_sock_get(s->fd);
+	if (ref != s) {
+		san_sock_put(ref);
+		return;
+	}
+	s->proc->rw = sock_watch(s, s->xfd, EV_READ, rx_edge);
 }
 
 /* Lock held. The watcher waits on its own dup of X: the application may close its number. */

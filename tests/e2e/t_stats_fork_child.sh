@@ -20,8 +20,10 @@ for c in 0:3 1:18 0:40 1:40; do
 	set -- "${c%:*}" "${c#*:}"
 	for r in $(seq "$RUNS"); do
 		out=$TMP/np$1.ex$2.$r
+		rc=0
 		as_t pre 60 env SANSWITCH_NOPAUSE="$1" "$PY" "$E2E_DIR/stats_fork_child.py" "$N" "$2" \
-			>"$out.out" 2>"$out.err" || { show "$out.out" "$out.err"; fail "nopause=$1 $2 exchanges run $r: exit status $?"; }
+			>"$out.out" 2>"$out.err" || rc=$?
+		[ "$rc" -eq 0 ] || { show "$out.out" "$out.err"; fail "nopause=$1 $2 exchanges run $r: exit status $rc"; }
 		grep -qx ok "$out.out" || { show "$out.out" "$out.err"; fail "nopause=$1 $2 exchanges run $r: no ok"; }
 		hp=$(sed -n 's/^# helper pid //p' "$out.out")
 		l=$(pid_line "$out.err" "$hp") || exit 1

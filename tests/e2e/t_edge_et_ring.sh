@@ -1,0 +1,19 @@
+#!/bin/bash
+# t_edge_et_ring — an EPOLLET reader whose number is still the TCP socket when the peer's bytes
+# start coming into the ring (the no-pause switch-over, SANSWITCH_NOPAUSE=1: the peer commits
+# wherever its handshake ends, with bytes of its still unread on TCP before its MARK) gets an
+# edge for each arrival, as over kernel TCP (edge_et_ring.py: 40 connections, both ends in one
+# process, each of them switched). Before: the MARK's arrival was the last edge; the ring's
+# later arrivals rang only X, which no set of the application's holds, and the 50 bytes sent
+# after it got none (40 connections of 40). The engine now watches X until the swap and gives
+# the registrations an edge for frames past the MARK (san_up_watch_rx_edges).
+# timeout: 120
+# shellcheck source=tests/e2e/lib.sh
+. "$(dirname -- "$0")/lib.sh"
+need_build
+export SANSWITCH_STATS=1 SANSWITCH_NOPAUSE=1
+same_as_kernel "$E2E_DIR/edge_et_ring.py"
+pid=$(sed -n 's/^# pid \([0-9][0-9]*\)$/\1/p' "$TMP/pre.out")
+l=$(pid_line "$TMP/pre.err" "$pid") || exit 1
+[ "$(field "$l" switched)" -eq 80 ] || fail "not all 40 connections switched at both ends: $l"
+log "40 connections switched, their edges as over kernel TCP: $l"
