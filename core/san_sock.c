@@ -1124,6 +1124,7 @@ void san_sock_drop(struct san_sock *s, unsigned int reason)
 		return;
 	}
 	san_sock_prep_end(s);
+	san_up_unwatch_rx_edges(s); /* (its reference would keep the sock for ever) */
 
 	san_debug("fd %d: stays on TCP (%s)", s->fd,
 		  reason < 32 ? san_reason_str((uint16_t)reason) : san_fb_name(reason));
@@ -1557,6 +1558,19 @@ void san_sock_tx_unmute(struct san_sock *s, bool restore)
 						&s->proc->ep[i].ev);
 }
 
+void san_sock_epoll_rearm_edges(struct san_sock *s)
+{
+	for (int i = 0; i < s->proc->nep; i++) {
+		struct epoll_event e = s->proc->ep[i].ev;
+
+		if (!(e.events & EPOLLET) || (e.events & EPOLLONESHOT))
+			continue; /* (a ONESHOT one: see san_sock_epoll_rearm) */
+		if (s->proc->tx_mute && tx_mutable(&e))
+			e.events &= ~(uint32_t)EPOLLOUT;
+		(void)san_sys_epoll_ctl(s->proc->ep[i].epfd, EPOLL_CTL_MOD, s->proc->ep[i].fd, &e);
+	}
+}
+
 bool san_sock_any_tx_mute(void)
 {
 	return __atomic_load_n(&n_tx_mute, __ATOMIC_RELAXED) != 0;
@@ -1807,6 +1821,7 @@ int san_sock_swap(struct san_sock *s)
 	s->xfd = s->fd;
 	s->tcp = anchor;
 	s->swapped = true;
+	san_up_unwatch_rx_edges(s); /* X's doorbells are the application's own now */
 	lowat_release(s); /* the application's low-water mark, asked through the anchor from now */
 	/* Numbers dup()ed from it between commit and now become X too (san_sock_on_dup). */
 	if (s->proc->fdrefs > 1) {
@@ -2508,27 +2523,31 @@ static void sock_learn_peer(struct san_sock *s)
 		(void)sock_take_x(s, x);
 }
 
-bool san_sock_rx_edge_due(struct san_sock *s)
+int san_sock_rx_edge_due(struct san_sock *s)
 {
 	uint64_t mark, prod;
 	int inq = 0;
 
 	sock_learn_peer(s);
 	if (s->swapped || s->rx != SK_RX_DRAIN || !s->rxr.sh || s->tcp < 0)
-		return false;
-	/* (0: no MARK yet, whose arrival will be the edge for all before it) */
-	mark = atomic_load_explicit(&s->rxr.sh->mark_prod, memory_order_acquire);
-	if (!mark)
-		return false;
+		return 0;
 	if (s->mark_have < SAN_MARK_LEN &&
 	    (SAN_SYS(SYS_ioctl, (long)s->tcp, (long)FIONREAD, &inq) < 0 ||
 	     s->tcp_rx + (uint64_t)inq < s->x_peer + SAN_MARK_LEN - s->mark_have))
-		return false; /* not all here yet: its arrival is the edge */
+		return 0; /* not all here yet: its arrival is the edge for all before it */
+	/*
+	 * Read once the MARK is here: the sender wrote it before the MARK's first byte (an
+	 * earlier value, from a first try that sent nothing, is below it). 0 then: a peer
+	 * that predates the field; nothing to give, nothing more to watch for.
+	 */
+	mark = atomic_load_explicit(&s->rxr.sh->mark_prod, memory_order_acquire);
+	if (!mark)
+		return -1;
 	prod = atomic_load_explicit(&s->rxr.sh->prod, memory_order_acquire);
 	if (prod <= mark - 1 || prod <= s->edge_prod)
-		return false;
+		return 0;
 	s->edge_prod = prod;
-	return true;
+	return 1;
 }
 
 /*

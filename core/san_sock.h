@@ -565,6 +565,8 @@ void san_up_watch_tx(struct san_sock *s);
  * the swap. Lock held; nothing if there is no such registration or nothing to watch yet.
  */
 void san_up_watch_rx_edges(struct san_sock *s);
+/* ... no more (the swap, a drop): the watcher goes. Lock held. */
+void san_up_unwatch_rx_edges(struct san_sock *s);
 void san_up_watch_mark(struct san_sock *s);
 /*
  * Our MARK goes on TCP once the ring holds something the peer's application must see -- our
@@ -590,9 +592,15 @@ int san_conn_rx_drain_bells(struct san_sock *s);
 /*
  * Before the swap, at a doorbell: has the peer committed frames into our ring since its MARK
  * reached our TCP socket, and since the last time this said so? Then an edge-triggered wait
- * on the TCP number needs an edge the kernel will not give. Lock held.
+ * on the TCP number needs an edge the kernel will not give. Lock held. 1: yes; 0: no; -1:
+ * never (the peer's MARK is here and it says nothing of its frames: an older build).
  */
-bool san_sock_rx_edge_due(struct san_sock *s);
+int san_sock_rx_edge_due(struct san_sock *s);
+/*
+ * Give the edge-triggered registrations an edge (EPOLL_CTL_MOD), EPOLLOUT left out of those a
+ * full ring muted; the others are left alone. Lock held.
+ */
+void san_sock_epoll_rearm_edges(struct san_sock *s);
 /* The peer's consumer has not passed our last frame carrying stream bytes (shm only). */
 bool san_conn_peer_unread(struct san_sock *s);
 /*

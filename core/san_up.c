@@ -1911,19 +1911,32 @@ static void rx_edge(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	/* (swapped: X is the application's now, its doorbells its own: never drained here) */
-	done = s->swapped || s->err || s->proc->closing;
+	done = s->swapped || s->dropped || s->err || s->proc->closing;
 	if (!done) {
+		int due;
+
 		done = san_conn_rx_drain_bells(s) < 0; /* (X shut: the peer's end is in the ring) */
-		if (san_sock_rx_edge_due(s)) {
-			san_sock_epoll_rearm(s);
+		due = san_sock_rx_edge_due(s);
+		if (due > 0) {
+			san_sock_epoll_rearm_edges(s);
 			san_debug("fd %d: an edge for the ring's frames past the peer's MARK", s->fd);
 		}
+		done |= due < 0;
 	}
 	if (done)
 		s->proc->rw = NULL;
 	pthread_mutex_unlock(&s->lock);
 	if (done)
 		sock_watch_free(loop, rw);
+}
+
+void san_up_unwatch_rx_edges(struct san_sock *s)
+{
+	void *e = s->proc->rw;
+
+	s->proc->rw = NULL;
+	if (e && san_engine_call(unwatch_fin_on_engine, e) < 0)
+		san_warn("fd %d: doorbell watch not stopped", s->fd);
 }
 
 void san_up_watch_rx_edges(struct san_sock *s)

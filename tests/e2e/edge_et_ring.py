@@ -3,7 +3,7 @@
 (t_edge_et_ring.sh): the peer's later bytes come into the ring while the reader's number is
 still the TCP socket.
 
-Each of CONNS connections (both ends in this process) goes through: 100 bytes, a pause of a
+Each of CONNS connections (both ends in this process, after one to start with) goes through: 100 bytes, a pause of a
 random 0-2 ms (the no-pause switch-over ends somewhere around here), a partial read, 50 more
 bytes, 50 more, read to the end, 30 more; after each step the reader's EPOLLET registration
 is polled. Prints "check edges: SEQUENCE" once per distinct sequence seen, with its count in
@@ -62,15 +62,28 @@ def one():
     return " ".join(seq)
 
 
+def open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
 def main():
     print("# pid %d" % os.getpid(), flush=True)
     seen = {}
+    one()  # (the first connection starts the library's own threads and files)
+    before = open_fds()
     for _ in range(CONNS):
         k = one()
         seen[k] = seen.get(k, 0) + 1
     for k in sorted(seen):
         print("check edges: %s" % k)
         print("# %d of %d connections" % (seen[k], CONNS))
+    # every connection's files go with it (an engine watcher that kept its sock kept them)
+    for _ in range(100):
+        if open_fds() <= before:
+            break
+        select.select([], [], [], 0.02)
+    print("check files left open: %s" % ("none" if open_fds() <= before else "some"))
+    print("# %d before, %d after" % (before, open_fds()))
     return 0
 
 
