@@ -20,6 +20,7 @@ const struct san_config san_config_defaults = {
 	.direct = 1,
 	.lite = 1,
 	.other_users = 1,
+	.nopause = 1,
 	.stdio = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
@@ -39,6 +40,7 @@ struct san_config san_cfg = {
 	.direct = 1,
 	.lite = 1,
 	.other_users = 1,
+	.nopause = 1,
 	.stdio = 1,
 	.read_ahead = SAN_CFG_READ_AHEAD_AUTO,
 	.verbs_area = SAN_CFG_VERBS_AREA_AUTO,
@@ -350,7 +352,7 @@ int san_config_load_over(struct san_config *cfg, const struct san_config *base,
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_NOPAUSE")) &&
 	    (err = san_config_parse_uint(s, 2, &cfg->nopause))) {
-		san_config_reject(err, "SANSWITCH_NOPAUSE", s, "0|1|2", "0");
+		san_config_reject(err, "SANSWITCH_NOPAUSE", s, "0|1|2", "1");
 		bad++;
 	}
 	if ((s = san_config_get(get, ctx, "SANSWITCH_STDIO")) &&

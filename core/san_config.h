@@ -92,8 +92,9 @@ struct san_config {
 	uint32_t direct;		/* SANSWITCH_DIRECT: direct grants (1, the default) or not */
 	uint32_t lite;			/* SANSWITCH_LITE: a server's candidates lite (san_lite.h); 1 default */
 	uint32_t other_users;		/* SANSWITCH_OTHER_USERS: switch with another user's peer */
-	uint32_t nopause;		/* SANSWITCH_NOPAUSE: switch without a pause (shm); 2: the
-					 * due call waits for the handshake all the same (tests) */
+	uint32_t nopause;		/* SANSWITCH_NOPAUSE: switch without a pause (shm; 1, the
+					 * default); 2: the due call waits for the handshake all
+					 * the same (tests); 0: the paused switch-over */
 	uint32_t stdio;			/* SANSWITCH_STDIO: bridge an adopted connection's stdio */
 	uint32_t read_ahead;		/* SANSWITCH_READ_AHEAD: verbs READs posted ahead */
 	uint32_t verbs_area;		/* SANSWITCH_VERBS_AREA: MiB each way, or AUTO */

@@ -6,16 +6,19 @@
 
 # bench_check_mode MODE FILE WHAT — the client's stats line (SANSWITCH_STATS=1) says the run was
 # what MODE claims: pre switched its connections, pass switched none. A benchmark that measured
-# the wrong thing must not print a number.
+# the wrong thing must not print a number. (pre: a fallback only of a connection that ended
+# before its switch was done, fallback_not_attempted: iperf3's control connection, whose few
+# exchanges after the 17th end before the engines' handshake does.)
 bench_check_mode() {
-	local l sw fb
+	local l sw fb na=0
 	[ "$1" = none ] && return 0
 	l=$(grep -E "$STATS_LINE_RE" "$2" | tail -n 1)
 	[ -n "$l" ] || { show "$2"; fail "$3 ($1): no stats line from the client"; }
 	sw=$(field "$l" switched) || exit 1
 	fb=$(field "$l" fallback) || exit 1
+	[[ " $l " == *" fallback_not_attempted="* ]] && na=$(field "$l" fallback_not_attempted)
 	case $1 in
-	pre) [ "$sw" -gt 0 ] && [ "$fb" -eq 0 ] ;;
+	pre) [ "$sw" -gt 0 ] && [ "$fb" -eq "$na" ] ;;
 	pass) [ "$sw" -eq 0 ] && [ "$fb" -gt 0 ] ;;
 	esac || fail "$3 ($1): the client's connections did not go as the mode says: $l"
 }
@@ -65,7 +68,8 @@ print("%.2f" % (json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_se
 # request, p50). A connection of REQS requests up to SANSWITCH_SWITCH_AFTER (default 16) is too
 # short to be proposed: the preloaded run must show them all on TCP (switched=0), each having cost
 # only the bookkeeping; a longer one switches at the send of its request SANSWITCH_SWITCH_AFTER + 1
-# (docs/protocol.md §9.7): every one must have.
+# (docs/protocol.md §9.7): every one must have. BC_WANT=any: no count asked (a connection due to
+# switch without a pause may end before its handshake does).
 BC_RATE='' BC_FIRST='' BC_SECOND='' BC_THIRD=''
 bench_connrate() {
 	local mode=$1 secs=$2 reqs=${3:-1} rc=0 out l want
@@ -77,13 +81,18 @@ bench_connrate() {
 	stop "$SERVER_PID"
 	[ "$rc" -eq 0 ] || { show "$TMP/cr.$mode.out"; fail "sanconnrate ($mode) exited $rc"; }
 	out=$(grep '^conns=' "$TMP/cr.$mode.out") || { show "$TMP/cr.$mode.out"; fail "no result from sanconnrate"; }
-	if [ "$mode" != none ]; then
+	if [ "$mode" != none ] && [ "${BC_WANT:-}" != any ]; then
+		local least
 		want=0
 		[ "$mode" = pre ] && [ "$reqs" -gt "${SANSWITCH_SWITCH_AFTER:-16}" ] &&
 			want=$(sed -n 's/^conns=\([0-9]*\) .*/\1/p' <<<"$out")
+		# (no pause, the default: the switch lands when the engines' handshake ends, and a
+		# connection whose last request comes first ends on TCP: at least 95 in 100 switch)
+		least=$want
+		[ "${SANSWITCH_NOPAUSE:-1}" = 1 ] && least=$((want * 95 / 100))
 		l=$(grep -E "$STATS_LINE_RE" "$TMP/cr.$mode.out" | tail -n 1)
-		[ -n "$l" ] && [ "$(field "$l" switched)" -eq "$want" ] ||
-			fail "sanconnrate ($mode, $reqs requests): expected $want connections switched: ${l:-no stats line}"
+		[ -n "$l" ] && [ "$(field "$l" switched)" -ge "$least" ] && [ "$(field "$l" switched)" -le "$want" ] ||
+			fail "sanconnrate ($mode, $reqs requests): expected $least to $want connections switched: ${l:-no stats line}"
 	fi
 	BC_RATE=$(sed -n 's/.* rate=\([0-9.]*\).*/\1/p' <<<"$out")
 	BC_FIRST=$(sed -n 's/.* first_p50_us=\([0-9.]*\).*/\1/p' <<<"$out")

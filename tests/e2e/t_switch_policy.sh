@@ -129,8 +129,9 @@ log "one 1 MiB request: in 64 KiB sends switched after 256 KiB or later; in one 
 # 21st): refused STATE, the connection the server's own and staying TCP. Before, NOT_OWNER ("not
 # owned by the acceptor") three times, at the 25th request and the two after.
 # A server's candidates as socks (SANSWITCH_LITE=0); lite ones (the default, san_lite.h) count no
-# exchanges.
-CLIENT_ENV=SANSWITCH_SWITCH_AFTER=24 run late pre pre 10 27 SANSWITCH_LITE=0
+# exchanges. Both ends paused (SANSWITCH_NOPAUSE=0): a no-pause server keeps its window 32
+# exchanges and 50 ms longer, for a proposal that comes after the due exchange.
+CLIENT_ENV=SANSWITCH_SWITCH_AFTER=24 run late pre pre 10 27 SANSWITCH_LITE=0 SANSWITCH_NOPAUSE=0
 expect late "$CL" switched 0
 expect late "$CL" fallback_state "$CONNS"
 expect late "$SL" fallback_not_attempted "$CONNS"
