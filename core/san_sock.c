@@ -3870,7 +3870,9 @@ int san_sock_shutdown(int fd, int how)
 		 */
 	}
 	if (how != SHUT_RD && san_cfg.nopause && s->attempted && !s->committed && !s->dropped &&
-	    !s->err && s->prov == &san_prov_shm) {
+	    !s->err && s->prov == &san_prov_shm &&
+	    (s->role == SAN_UP_ROLE_A || (s->peer_caps & SAN_CAP_NOPAUSE))) {
+		/* (a B that answered a paused proposal, an older client's, never becomes READY) */
 		/*
 		 * Without a pause the handshake may still go on on the engines: the end must follow
 		 * it, by the ring (a MARK after our FIN could not be), so this once the call waits

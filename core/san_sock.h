@@ -19,8 +19,11 @@
 /*
  * Life of a connection (docs/engine.md):
  *
- *   A (connect): NEW --first data call--> upgrade in that call (san_up_a_run)
- *   B (accept):  CAND (window open) --PROPOSE--> PAUSED --SWITCH--> ...
+ *   A (connect): NEW --due data call--> the handshake on the engine (no pause, shm, the
+ *                default: san_up.c a_prepare; the call goes on on TCP), or in that call
+ *                (the paused switch-over: verbs, SANSWITCH_NOPAUSE=0; san_up_a_run)
+ *   B (accept):  CAND (window open) --PROPOSE--> LOOKING --SWITCH--> READY (no pause), or
+ *                --PROPOSE--> PAUSED --SWITCH--> ... (paused)
  *   both:        tx TCP -> SAN at commit; rx TCP -> DRAIN (to the peer's X, then its
  *                MARK) -> SAN; at the MARK the fd number is swapped for the notification
  *                socket and the fd becomes SAN_FD_SWITCHED. Any failure before commit:

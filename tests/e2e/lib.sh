@@ -35,7 +35,7 @@ esac
 # handshake ends; the tests' connections are short and must switch at their due call, so the
 # suite runs with SANSWITCH_NOPAUSE=2 (the due call waits for the handshake: the same
 # protocol, the same edges, a fixed place). The tests of the default itself (t_switch_nopause,
-# t_edge_et_ring, t_stats_fork_child) set 1, those of the paused switch-over 0.
+# t_edge_et_ring, t_stats_fork_child's no-pause cases) set 1, those of the paused switch-over 0.
 # E2E_NOPAUSE=N runs the suite with another value (1: as users run it; many tests then count
 # short connections that did not switch).
 export SANSWITCH_NOPAUSE=${E2E_NOPAUSE:-2}

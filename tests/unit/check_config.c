@@ -69,6 +69,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(c.provider, SAN_CFG_PROV_AUTO);
 	ck_assert_int_eq(c.stats, SAN_CFG_STATS_LIVE);
 	ck_assert_uint_eq(c.faults, 0);
+	ck_assert_uint_eq(c.nopause, 1); /* no call waits for a switch (protocol.md §16) */
 	/* The global holds the defaults before init, too (the unit runner never inits). */
 	ck_assert(cfg_eq(&san_cfg, &san_config_defaults));
 	ck_assert(!san_fault(SAN_FAULT_REG_FAIL));
