@@ -4865,10 +4865,9 @@ void san_sock_atfork_child(void)
 			/*
 			 * Attempted (a handshake under way, a preparation the fork ended) or its
 			 * counts unknown: TCP here. Its outcome is the parent's to count, not
-			 * this copy's exit's.
+			 * this copy's exit's (SAN_FDF_INHERITED, below, as every fallen-back fd).
 			 */
 			s->dropped = true;
-			sock_flags_all(s, SAN_FDF_INHERITED, 0);
 			sock_drop_others(s);
 			if (reg && reg[s->fd] == s) {
 				reg[s->fd] = NULL;

@@ -1714,18 +1714,13 @@ void san_up_unwatch(struct san_sock *s)
 	s->proc->ew = NULL;
 	if (a && san_engine_call(unwatch_on_engine, a) < 0)
 		san_warn("fd %d: anchor watch not stopped", s->fd);
-	void *e;
-
 	san_sock_lock(s);
 	f = s->proc->fw;
 	s->proc->fw = NULL;
-	e = s->proc->rw;
-	s->proc->rw = NULL;
+	san_up_unwatch_rx_edges(s);
 	pthread_mutex_unlock(&s->lock);
 	if (f && san_engine_call(unwatch_fin_on_engine, f) < 0)
 		san_warn("fd %d: DISCONNECT watch not stopped", s->fd);
-	if (e && san_engine_call(unwatch_fin_on_engine, e) < 0)
-		san_warn("fd %d: doorbell watch not stopped", s->fd);
 }
 
 /* ---- an engine watcher on a connection: its own dup of an fd, a reference to the sock ---- */
@@ -1749,6 +1744,21 @@ static void sock_watch_free(struct ev_loop *loop, struct sock_watch *sw)
 	san_sys_close(sw->w.fd);
 	san_sock_put(sw->s);
 	free(sw);
+}
+
+/*
+ * A watcher's callback begins here: the sock's lock, taken, while the watcher is still the one
+ * in *slot; else (san_up_unwatch took it: its queued call frees it) it is stopped, the lock
+ * left, and false.
+ */
+static bool sock_watch_lock(struct ev_loop *loop, struct sock_watch *sw, void *const *slot)
+{
+	san_sock_lock(sw->s);
+	if (*slot == sw)
+		return true;
+	pthread_mutex_unlock(&sw->s->lock);
+	san_ev.ev_io_stop(loop, &sw->w);
+	return false;
 }
 
 /*
@@ -1856,13 +1866,8 @@ static void fin_writable(struct ev_loop *loop, ev_io *w, int revents)
 	struct san_sock *s = f->s;
 	bool done;
 
-	san_sock_lock(s);
-	if (s->proc->fw != f) {
-		/* san_up_unwatch took it: its queued call frees it */
-		pthread_mutex_unlock(&s->lock);
-		san_ev.ev_io_stop(loop, w);
+	if (!sock_watch_lock(loop, f, &s->proc->fw))
 		return;
-	}
 	san_sock_flush_fin(s);
 	if (s->fin_pending && !s->err && san_conn_tx_arm(s, SAN_HDR_LEN) == 1)
 		san_sock_flush_fin(s);
@@ -1884,6 +1889,22 @@ static void unwatch_fin_on_engine(void *arg)
 	sock_watch_free(san_engine_loop(), arg);
 }
 
+/*
+ * A watcher of X for a sock the registry still names by its number (a reference of the
+ * registry's taken for the watcher), or NULL. Lock held.
+ */
+static struct sock_watch *sock_watch_named(struct san_sock *s, int events,
+					   void (*cb)(struct ev_loop *, ev_io *, int))
+{
+	struct san_sock *ref = san_sock_get(s->fd);
+
+	if (ref != s) {
+		san_sock_put(ref);
+		return NULL;
+	}
+	return sock_watch(s, s->xfd, events, cb);
+}
+
 /* ---- edges for an EPOLLET registration on a number still TCP's ------------------------- */
 
 /*
@@ -1903,13 +1924,8 @@ static void rx_edge(struct ev_loop *loop, ev_io *w, int revents)
 	struct san_sock *s = rw->s;
 	bool done;
 
-	san_sock_lock(s);
-	if (s->proc->rw != rw) {
-		/* san_up_unwatch took it: its queued call frees it */
-		pthread_mutex_unlock(&s->lock);
-		san_ev.ev_io_stop(loop, w);
+	if (!sock_watch_lock(loop, rw, &s->proc->rw))
 		return;
-	}
 	/* (swapped: X is the application's now, its doorbells its own: never drained here) */
 	done = s->swapped || s->dropped || s->err || s->proc->closing;
 	if (!done) {
@@ -1941,7 +1957,6 @@ void san_up_unwatch_rx_edges(struct san_sock *s)
 
 void san_up_watch_rx_edges(struct san_sock *s)
 {
-	struct san_sock *ref;
 	bool et = false;
 
 	if (s->proc->rw || !s->want_edges || s->swapped || s->err || s->proc->closing ||
@@ -1949,27 +1964,13 @@ void san_up_watch_rx_edges(struct san_sock *s)
 		return;
 	for (int i = 0; i < s->proc->nep; i++)
 		et |= (s->proc->ep[i].ev.events & EPOLLET) != 0;
-	if (!et)
-		return;
-	ref = san_sock_get(s->fd);
-	if (ref != s) {
-		san_sock_put(ref);
-		return;
-	}
-	s->proc->rw = sock_watch(s, s->xfd, EV_READ, rx_edge);
+	if (et)
+		s->proc->rw = sock_watch_named(s, EV_READ, rx_edge);
 }
 
 /* Lock held. The watcher waits on its own dup of X: the application may close its number. */
 void san_up_watch_tx(struct san_sock *s)
 {
-	struct san_sock *ref;
-
-	if (s->proc->fw)
-		return;
-	ref = san_sock_get(s->fd);
-	if (ref != s) {
-		san_sock_put(ref);
-		return;
-	}
-	s->proc->fw = sock_watch(s, s->xfd, EV_WRITE, fin_writable);
+	if (!s->proc->fw)
+		s->proc->fw = sock_watch_named(s, EV_WRITE, fin_writable);
 }
