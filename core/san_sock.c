@@ -3274,6 +3274,21 @@ static ssize_t dropped_after_upgrade(struct san_sock *s, int fd, struct msghdr *
 }
 
 /*
+ * A send that has moved bytes must not start another piece on a TCP socket the peer reset:
+ * that piece, moving nothing, would take the error (the kernel reports a socket's error once)
+ * and the application's next send say EPIPE. The kernel's own send returns the count there
+ * and leaves ECONNRESET to the next call (a reader killed while its sender slept in a send
+ * that outlasted the switch-over, no pause: t_edge_reader). A reset ends TCP (POLLHUP); an
+ * error queue's entries alone (POLLERR: MSG_ZEROCOPY) do not stop the send.
+ */
+static bool tcp_send_ended(int fd)
+{
+	struct pollfd p = { fd, 0, 0 };
+
+	return san_sys_poll(&p, 1, 0) > 0 && (p.revents & POLLHUP);
+}
+
+/*
  * A blocking send whose connection fell back to TCP after part of it went (an upgrade proposed
  * when that send would have waited: a_due): the kernel's would have gone on until every byte was
  * taken, and so does this, through the kernel. Returns the bytes sent in all (a signal or an
@@ -3286,6 +3301,8 @@ static size_t send_rest(int fd, const struct msghdr *m, size_t done, size_t tota
 		struct msghdr mh = *m;
 		long r;
 
+		if (tcp_send_ended(fd))
+			break;
 		mh.msg_iov = sl;
 		mh.msg_iovlen = (size_t)iov_slice(m->msg_iov, (int)m->msg_iovlen, done, total - done,
 						  sl, 64);
@@ -3369,7 +3386,10 @@ ssize_t san_sock_sendmsg(int fd, const struct msghdr *m, int flags)
 			mh.msg_iovlen = (size_t)cnt;
 			/* MSG_NOSIGNAL: SIGPIPE is raised once, where the call ends (below) */
 			b_send_begins(s);
-			r = san_sys_sendmsg(s->tcp, &mh, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+			/* (the call ends with its count: done is not 0) */
+			r = done && tcp_send_ended(s->tcp) ?
+				    -EPIPE :
+				    san_sys_sendmsg(s->tcp, &mh, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (r > 0) {
 				sock_tcp_moved(s, true, (uint64_t)r);
 				a_sent(s);

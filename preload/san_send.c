@@ -110,6 +110,12 @@ static ssize_t san_sendfile_copy(int out_fd, int in_fd, off64_t *offset, size_t 
 	char *buf = chunk ? malloc(chunk) : NULL;
 	off64_t pos = offset ? *offset : 0;
 	ssize_t total = 0;
+	/*
+	 * A send came back short: the call ends with this chunk, even where the one more try
+	 * took its rest. (A switch-over between the two, no pause: the ring was empty, took the
+	 * rest, and the next chunk's send slept on through the signal that had ended the call.)
+	 */
+	bool cut = false;
 
 	if (!chunk)
 		return 0;
@@ -136,7 +142,7 @@ static ssize_t san_sendfile_copy(int out_fd, int in_fd, off64_t *offset, size_t 
 		 * the call returns what went.
 		 */
 		for (s = 0; s < n;) {
-			int fl = s ? MSG_DONTWAIT : 0;
+			int fl = cut ? MSG_DONTWAIT : 0;
 			ssize_t k;
 
 			v.iov_base = buf + s;
@@ -158,12 +164,13 @@ static ssize_t san_sendfile_copy(int out_fd, int in_fd, off64_t *offset, size_t 
 			s += k;
 			if (fl)
 				break;
+			cut = s < n;
 		}
 		if (!offset && s < n)
 			(void)lseek64(in_fd, -(off64_t)(n - s), SEEK_CUR);
 		pos += s;
 		total += s;
-		if (s < n)
+		if (cut || s < n)
 			break;
 	}
 	free(buf);

@@ -64,6 +64,7 @@ CASES=(${SIG_CASES:-${ALL[@]}})
 ACC_CASES=(send_block_restart send_full send_full_restart send_full_mixed recv_block recv_block_restart
 	recv_waitall_restart recv_first poll_restart epoll_out_restart sendfile_block_restart
 	close_linger)
+NP1_CASES=(send_block sendfile_block sendfile_block_restart)
 
 T0=$(date +%s)
 n=0 nok=0 nbad=0 ndoc=0
@@ -152,9 +153,20 @@ for role in A B; do
 		verdict=ok
 		p=
 		last=
-		for ((r = 1; r <= ROUNDS; r++)); do
+		# the big sends also in the form users get (SANSWITCH_NOPAUSE=1, the suite's is 2):
+		# there the connection commits inside the call, after a signal has ended its TCP
+		# wait (a sendfile() went on into the empty ring and slept through the signal that
+		# had ended it, 2 runs in 5: 6 rounds more)
+		np_rounds=0
+		[[ " ${NP1_CASES[*]} " == *" $c "* ]] && np_rounds=6
+		for ((r = 1; r <= ROUNDS + np_rounds; r++)); do
 			cur=$id.r$r
-			p=$(one "$cur" "$c" "$role" pre) || exit 1
+			if [ "$r" -gt "$ROUNDS" ]; then
+				cur=$id.np$r
+				p=$(SANSWITCH_NOPAUSE=1 one "$cur" "$c" "$role" pre) || exit 1
+			else
+				p=$(one "$cur" "$c" "$role" pre) || exit 1
+			fi
 			match=0
 			for kk in "${ks[@]}"; do [ "$kk" = "$p" ] && match=1; done
 			if [ "$match" -eq 0 ] && [ -n "$doc" ] &&
