@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "core/san_config.h"
+#include "core/san_cork.h"
 #include "core/san_log.h"
 #include "core/san_owner.h"
 #include "core/san_rxwatch.h"
@@ -195,6 +196,11 @@ static int commit(struct san_sock *s, bool data)
 		ring_broken(s, "send", c);
 		return -ECONNRESET;
 	}
+	if (s->bell_held && !s->txr.hold) {
+		/* its look covered the held frames (everything published so far) */
+		s->bell_held = false;
+		san_cork_end();
+	}
 	if (data)
 		s->tx_data_end = s->txr.prod;
 	return 0;
@@ -291,6 +297,63 @@ static uint64_t window_room(struct san_sock *s)
 }
 
 /*
+ * Corked (san_cork.h): a DATA frame is published without a look for a sleeping peer, until
+ * this many bytes since the hold began (TCP sends a full segment while corked; this is well
+ * under the ring, so the held frames never fill it).
+ */
+#define SAN_CONN_CORK_HOLD (16u * 1024)
+
+static bool cork_holds(const struct san_sock *s)
+{
+	/*
+	 * Held by this process alone: a hold and its end are counted by the process's cork tick
+	 * (san_cork.c), and a fork-shared connection's could be begun by one and ended by the
+	 * other (holders is raised under this lock, after the fork's prepare flushed the hold).
+	 */
+	return s->cork_on && s->prov == &san_prov_shm && !s->txr.hold &&
+	       __atomic_load_n(&s->holders, __ATOMIC_ACQUIRE) == 1 && san_cork_usable() &&
+	       !san_fault(SAN_FAULT_RING_GARBAGE) &&
+	       (!s->bell_held || s->txr.prod - s->bell_from < SAN_CONN_CORK_HOLD);
+}
+
+void san_conn_cork_flush(struct san_sock *s)
+{
+	if (!s->bell_held)
+		return;
+	s->bell_held = false;
+	san_cork_end();
+	if (s->txr.sh && !s->err && san_shm_ring_prod_wake(&s->txr) == 1)
+		s->prov->ring_peer(s);
+}
+
+/* A DATA frame of send_copy: commit, its doorbell held while corked. */
+static int commit_data(struct san_sock *s)
+{
+	uint64_t from = s->txr.prod;
+	int c;
+
+	if (!cork_holds(s))
+		return commit(s, true);
+	c = san_shm_ring_prod_commit_held(&s->txr);
+	if (c < 0) {
+		ring_broken(s, "send", c);
+		return -ECONNRESET;
+	}
+	s->tx_data_end = s->txr.prod;
+	if (!s->bell_held) {
+		s->bell_held = true;
+		s->bell_from = from;
+		s->bell_tick = san_cork_now();
+		if (!san_cork_begin()) {
+			s->bell_held = false; /* (no tick: ended already) */
+			if (san_shm_ring_prod_wake(&s->txr) == 1)
+				s->prov->ring_peer(s);
+		}
+	}
+	return 0;
+}
+
+/*
  * Copy through the ring: DATA frames of up to SAN_CONN_CHUNK bytes, as many as fit now, of the
  * total bytes of iov after its first skip.
  */
@@ -332,7 +395,7 @@ static ssize_t send_copy(struct san_sock *s, const struct iovec *iov, int iovcnt
 		if (san_msg_encode(&m, buf, (size_t)room) < 0)
 			return sent ? (ssize_t)sent : -EINVAL;
 		san_conn_iov_copy(iov, iovcnt, skip + sent, san_msg_payload(buf, &m), chunk, false);
-		r = commit(s, true);
+		r = commit_data(s);
 		if (r < 0)
 			return sent ? (ssize_t)sent : r;
 		sent += chunk;
@@ -1776,6 +1839,7 @@ int san_conn_tx_arm(struct san_sock *s, uint32_t need)
 {
 	int r;
 
+	san_conn_cork_flush(s); /* (a peer asleep over held frames would never make room) */
 	plug(s);
 	if (s->tx_wait_window && !need) {
 		/* the buffer sizes' bound: wait until the peer has read a small frame's worth */

@@ -8,6 +8,7 @@
 #include "core/san_lite.h"
 #include "core/san_rxwatch.h"
 #include "core/san_sock.h"
+#include "core/san_tick.h"
 #include "proto/san_wire.h"
 
 int san_rxwatch_nquiet; /* socks with rx_quiet set in this process (never fewer) */
@@ -88,32 +89,9 @@ bool san_rxwatch_ready(struct san_rxwatch *w)
  */
 #define QUIET_TICK 0.001
 
-static int tick_on; /* the tick runs, or is asked for */
-static ev_timer tick;
-
 static void announce(uint32_t before);
-static uint32_t ticks; /* ticks so far: s->quiet_at says when a connection went quiet */
-
-static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)revents;
-	announce(__atomic_add_fetch(&ticks, 1, __ATOMIC_RELAXED) - 1);
-	__atomic_store_n(&tick_on, 0, __ATOMIC_SEQ_CST);
-	/* one that went quiet meanwhile saw the tick off and asked again, or we go on */
-	if (__atomic_load_n(&san_rxwatch_nquiet, __ATOMIC_SEQ_CST) &&
-	    !__atomic_exchange_n(&tick_on, 1, __ATOMIC_SEQ_CST))
-		return;
-	san_ev.ev_timer_stop(loop, w);
-}
-
-static void tick_start(void *arg)
-{
-	(void)arg;
-	if (!ev_is_active(&tick)) {
-		ev_timer_init(&tick, on_tick, QUIET_TICK, QUIET_TICK);
-		san_ev.ev_timer_start(san_engine_loop(), &tick);
-	}
-}
+/* (its number: s->quiet_at says when a connection went quiet) */
+static struct san_tick tick = SAN_TICK_INIT(QUIET_TICK, &san_rxwatch_nquiet, announce);
 
 /* Left down, nobody watching: quiet until an arm, an announce, or the tick. Lock held. */
 static void quiet_begin(struct san_sock *s)
@@ -123,22 +101,14 @@ static void quiet_begin(struct san_sock *s)
 		(void)san_conn_rx_arm(s);
 		return;
 	}
-	s->quiet_at = __atomic_load_n(&ticks, __ATOMIC_RELAXED);
+	s->quiet_at = san_tick_now(&tick);
 	if (!s->rx_quiet) {
 		s->rx_quiet = true;
-		/*
-		 * seq_cst, as the load of tick_on below and on_tick's store and load: either the
-		 * tick's recount after its store sees this one, or the load here sees it off
-		 */
+		/* seq_cst: the count before the tick's `on` (san_tick.h) */
 		__atomic_add_fetch(&san_rxwatch_nquiet, 1, __ATOMIC_SEQ_CST);
 	}
-	if (!__atomic_load_n(&tick_on, __ATOMIC_SEQ_CST) &&
-	    !__atomic_exchange_n(&tick_on, 1, __ATOMIC_SEQ_CST) &&
-	    san_engine_call(tick_start, NULL) != 0) {
-		/* no progress thread: not left quiet, the flag up now */
-		__atomic_store_n(&tick_on, 0, __ATOMIC_RELAXED);
-		(void)san_conn_rx_arm(s);
-	}
+	if (!san_tick_want(&tick))
+		(void)san_conn_rx_arm(s); /* no progress thread: not left quiet, the flag up now */
 }
 
 bool san_rxwatch_defer(struct san_sock *s)
@@ -152,9 +122,7 @@ bool san_rxwatch_defer(struct san_sock *s)
 
 void san_rxwatch_atfork_child(void)
 {
-	/* the parent's watcher, maybe active in its loop: the child's loop is a new one */
-	memset(&tick, 0, sizeof(tick));
-	__atomic_store_n(&tick_on, 0, __ATOMIC_RELAXED);
+	san_tick_atfork_child(&tick);
 	/* none was quiet when the fork came (san_rxwatch_unquiet): none is now */
 	__atomic_store_n(&san_rxwatch_nquiet, 0, __ATOMIC_RELAXED);
 }
@@ -219,6 +187,27 @@ void san_rxwatch_end(struct san_rxwatch *w, bool reported)
 	w->s = NULL;
 }
 
+/* Quiet since before tick `before` (all quiet ones: UINT32_MAX). Lock held. */
+static bool quiet_before(const struct san_sock *s, uint32_t before)
+{
+	return s->rx_quiet && (before == UINT32_MAX || (int32_t)(s->quiet_at - before) < 0);
+}
+
+/*
+ * Unlocked: a connection in use goes quiet at each message, and the tick (every millisecond of
+ * a busy process) took every connection's lock and reference to find that out, against the
+ * application's threads (wrk's two: about 600 futex waits a second on the locks the tick held).
+ * A connection this look misses went quiet since: the next tick sees it (the count is up).
+ */
+static bool quiet_before_unlocked(const struct san_sock *s, void *arg)
+{
+	uint32_t before = *(const uint32_t *)arg;
+
+	return __atomic_load_n(&s->rx_quiet, __ATOMIC_ACQUIRE) &&
+	       (before == UINT32_MAX ||
+		(int32_t)(__atomic_load_n(&s->quiet_at, __ATOMIC_RELAXED) - before) < 0);
+}
+
 /*
  * Arm the quiet connections that went quiet before tick `before` (all: UINT32_MAX). The tick
  * leaves those its last period saw go quiet: a connection in use goes quiet again at every
@@ -235,14 +224,14 @@ static void announce(uint32_t before)
 	 * "not readable" over data (t_epoll_sets' zero_misses). Each connection's end of quiet
 	 * takes itself off (san_rxwatch_quiet_end).
 	 */
-	n = san_sock_all(&v);
+	n = san_sock_all(&v, quiet_before_unlocked, &before);
 	for (int i = 0; i < n; i++) {
 		struct san_sock *s = v[i];
 
 		san_sock_lock(s);
-		if (!(s->rx_quiet && before != UINT32_MAX && (int32_t)(s->quiet_at - before) >= 0)) {
+		if (quiet_before(s, before)) {
 			/* arm: the flag up if the application read the ring empty, else X rung */
-			if (s->rx_quiet && s->rxr.sh)
+			if (s->rxr.sh)
 				(void)san_conn_rx_arm(s);
 			san_rxwatch_quiet_end(s);
 		}

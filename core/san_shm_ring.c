@@ -229,7 +229,29 @@ static void note_cpu(struct san_shm_prod *p)
 		atomic_store_explicit(&p->sh->prod_cpu, v, memory_order_relaxed);
 }
 
+static int prod_commit(struct san_shm_prod *p, bool look);
+
 int san_shm_ring_prod_commit(struct san_shm_prod *p)
+{
+	return prod_commit(p, true);
+}
+
+int san_shm_ring_prod_commit_held(struct san_shm_prod *p)
+{
+	return prod_commit(p, false);
+}
+
+int san_shm_ring_prod_wake(struct san_shm_prod *p)
+{
+	if (p->err)
+		return 0;
+	/* (4) of the doorbell argument, for everything published so far (commit_held's (3)) */
+	if (take_armed(p->sh, p->prod, false))
+		return 1;
+	return atomic_load_explicit(&p->sh->cons_edges, memory_order_relaxed) != 0;
+}
+
+static int prod_commit(struct san_shm_prod *p, bool look)
 {
 	uint64_t mask = p->size - 1;
 	uint8_t *f = p->data + ((p->prod + p->res_pad) & mask);
@@ -261,6 +283,8 @@ int san_shm_ring_prod_commit(struct san_shm_prod *p)
 	 */
 	atomic_exchange_explicit(&p->sh->prod, p->prod, memory_order_seq_cst);
 	note_cpu(p);
+	if (!look)
+		return 0;
 	if (take_armed(p->sh, p->prod, false))
 		return 1;
 	return atomic_load_explicit(&p->sh->cons_edges, memory_order_relaxed) != 0;

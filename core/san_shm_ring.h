@@ -95,6 +95,12 @@
  * second). In the case that matters for liveness, (4) sees the flag raised at rd = the old prod,
  * before the new frame's end: it rings.
  *
+ * (4) may come later than the commit: a corked send publishes with (3) alone
+ * (san_shm_ring_prod_commit_held) and does (4) at the uncork (san_shm_ring_prod_wake), or at its
+ * next ordinary commit, whose (4) covers every frame published before it. Until then the
+ * argument holds with "rings" read as "will ring": a consumer asleep meanwhile sleeps on, one
+ * that looks finds the frames.
+ *
  * The engine's order for a sleep is: drain the doorbell fd, then arm, then (if arm returned 0)
  * sleep in poll/epoll on the doorbell fd. Draining after the re-check could swallow a
  * doorbell rung in between, and then sleep forever. Doorbells can be spurious (a producer that saw
@@ -345,6 +351,16 @@ int san_shm_ring_prod_reserve(struct san_shm_prod *p, uint32_t msg_len, void **b
  * header is there (the reservation is dropped, nothing is published); -EPROTO: broken ring.
  */
 int san_shm_ring_prod_commit(struct san_shm_prod *p);
+
+/*
+ * The same, without looking for a sleeping consumer (a corked send: core/san_conn.c): 0 or
+ * the errors above. A consumer that armed before it sleeps on until san_shm_ring_prod_wake;
+ * one that looks meanwhile finds the frame (its flag not taken: no doorbell owed to it).
+ */
+int san_shm_ring_prod_commit_held(struct san_shm_prod *p);
+
+/* After held commits: 1 if the consumer sleeps for something published (ring it), else 0. */
+int san_shm_ring_prod_wake(struct san_shm_prod *p);
 
 /*
  * About to sleep until a message of msg_len bytes fits: set prod_armed, then re-check. Returns

@@ -12,6 +12,7 @@
 
 #include "core/san_conf.h"
 #include "core/san_config.h"
+#include "core/san_cork.h"
 #include "core/san_core.h"
 #include "core/san_epinfo.h"
 #include "core/san_epoll_early.h"
@@ -176,16 +177,18 @@ struct san_sock *san_sock_get(int fd)
 	return reg_get(fd);
 }
 
-int san_sock_all(struct san_sock ***out)
+int san_sock_all(struct san_sock ***out, bool (*want)(const struct san_sock *, void *), void *arg)
 {
 	struct san_sock *s, **v;
 	int n = 0, cap = 0;
 
 	pthread_mutex_lock(&reg_lock);
 	for (s = reg_list; s; s = s->proc->next)
-		cap++;
+		cap += !want || want(s, arg);
 	v = cap ? malloc((size_t)cap * sizeof(*v)) : NULL;
 	for (s = reg_list; v && s && n < cap; s = s->proc->next) {
+		if (want && !want(s, arg))
+			continue;
 		s->proc->refs++;
 		v[n++] = s;
 	}
@@ -1240,7 +1243,8 @@ int san_sock_rcvlowat(int fd, int *val, bool set)
  * TCP_CORK holds back a TCP socket's partial segments until it is taken off; it says nothing
  * about which bytes arrive or in what order. On a switched connection the bytes go through the
  * ring, where there are no segments to hold, and the anchor carries none of them: the option
- * is the application's view only, kept here instead of set on the anchor. nginx (tcp_nopush)
+ * is kept here instead of set on the anchor, and holds back only the doorbell of a corked
+ * send until the uncork (core/san_cork.h). nginx (tcp_nopush)
  * corks and uncorks around every response, two system calls per request on the anchor that
  * changed nothing. Asked before any set since the swap: the anchor's value (set on TCP).
  */
@@ -1256,6 +1260,8 @@ int san_sock_tcp_cork(int fd, int *val, bool set)
 		if (set) {
 			s->cork_on = *val != 0;
 			s->cork_set = true;
+			if (!s->cork_on)
+				san_conn_cork_flush(s); /* what TCP sends at the uncork */
 			r = 0;
 		} else if (s->cork_set) {
 			*val = s->cork_on;
@@ -1265,6 +1271,18 @@ int san_sock_tcp_cork(int fd, int *val, bool set)
 	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
 	return r;
+}
+
+void san_sock_tcp_push(int fd)
+{
+	struct san_sock *s = san_sock_get(fd);
+
+	if (!s)
+		return;
+	san_sock_lock(s);
+	san_conn_cork_flush(s);
+	pthread_mutex_unlock(&s->lock);
+	san_sock_put(s);
 }
 
 /* The provider a connection's slot shows once it is committed to one. */
@@ -4319,6 +4337,7 @@ static void fork_prepare_one(struct fork_rec *r, bool cand)
 	struct san_sock *s = r->s;
 
 	san_rxwatch_unquiet(s);
+	san_conn_cork_flush(s); /* (the child's cork tick knows nothing of the parent's holds) */
 	if (s->prep && !s->committed && s->rx == SK_RX_TCP) {
 		uint64_t x;
 
@@ -4667,6 +4686,7 @@ static bool settle_for_exec(int fd, bool switched, uint32_t flags)
 		if (!san)
 			san_sock_drop(s, SAN_R_STATE);
 	}
+	san_conn_cork_flush(s); /* (the new program has no tick for it) */
 	if (s->proc->orphan || s->proc->from_fork) {
 		/*
 		 * A fork child's copy (the slots and the plugs are the parent's), or a connection a
@@ -4808,6 +4828,7 @@ void san_sock_atfork_child(void)
 	san_ep_early_atfork_child();
 	san_epshadow_atfork_child();
 	san_rxwatch_atfork_child();
+	san_cork_atfork_child();
 	n_tx_mute = 0;
 	b_untouched = 0;
 	san_prov_atfork_child();
@@ -5009,6 +5030,7 @@ bool san_sock_on_close(int fd)
 	}
 	san_sock_tx_unmute(s, false);
 	s->proc->closing = true;
+	san_conn_cork_flush(s); /* (a close shared with a fork says nothing that would ring) */
 	if (s->prep && s->rx == SK_RX_TCP && !s->committed) {
 		uint64_t x;
 

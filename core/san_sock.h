@@ -259,6 +259,13 @@ struct san_sock {
 	int lowat_app; /* committed, not swapped: the application's SO_RCVLOWAT (> 1), ours is 1 */
 	bool cork_set; /* swapped: the application set TCP_CORK since (san_sock_tcp_cork) */
 	bool cork_on;  /* and to what */
+	/*
+	 * Corked: DATA committed since bell_from without a look for a sleeping peer, its doorbell
+	 * held until the uncork, the hold's limit, a wait for room, or the cork tick (core/san_cork.c)
+	 */
+	bool bell_held;
+	uint32_t bell_tick; /* the cork tick when the hold began */
+	uint64_t bell_from; /* the ring's producer index then */
 };
 
 /*
@@ -369,6 +376,8 @@ int san_sock_rcvlowat(int fd, int *val, bool set);
  * anchor. 0, or SAN_PASS: the kernel's (not switched, or asked before any set since the swap).
  */
 int san_sock_tcp_cork(int fd, int *val, bool set);
+/* TCP_NODELAY was set: what a cork holds goes now (core/san_cork.h). */
+void san_sock_tcp_push(int fd);
 bool san_sock_counts_ok(struct san_sock *s);
 /*
  * The process exits (the stats line): a connection committed to the SAN whose application
@@ -614,13 +623,19 @@ bool san_conn_ctrl_ahead(struct san_sock *s, uint8_t type);
 size_t san_conn_rx_bytes(struct san_sock *s);
 int san_conn_rx_arm(struct san_sock *s);
 int san_conn_rx_arm_quiet(struct san_sock *s);
-/* Every sock of the process, each with a reference (san_sock_put each, free the array). */
-int san_sock_all(struct san_sock ***out);
+/*
+ * Every sock of the process that want (NULL: any) takes, each with a reference (san_sock_put
+ * each, free the array). want runs under the registry's lock, not the sock's: it may read
+ * only what it can read unlocked, and its caller decides again under the sock's lock.
+ */
+int san_sock_all(struct san_sock ***out, bool (*want)(const struct san_sock *, void *), void *arg);
 void san_conn_direct_offer(struct san_sock *s, const struct iovec *iov, int iovcnt);
 bool san_conn_direct_settle(struct san_sock *s);
 void san_conn_direct_drop(struct san_sock *s);
 int san_conn_tx_arm(struct san_sock *s, uint32_t need);
 void san_conn_tx_disarm(struct san_sock *s);
+/* Ring the peer for held frames, if it sleeps for them (core/san_cork.h). Lock held. */
+void san_conn_cork_flush(struct san_sock *s);
 void san_conn_close(struct san_sock *s);
 
 #endif /* SAN_SOCK_H */

@@ -193,6 +193,15 @@ SAN_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_
 	}
 	kfd = unlikely(san_switched(fd)) ? san_sock_anchor(fd) : fd;
 	r = SAN_REAL(setsockopt)(kfd, level, name, val, len);
+	/* TCP_NODELAY set pushes what a cork holds, once, as the kernel's does */
+	if (unlikely(r == 0 && kfd != fd && level == IPPROTO_TCP && name == TCP_NODELAY && val &&
+		     len >= sizeof(int))) {
+		int v;
+
+		memcpy(&v, val, sizeof(v));
+		if (v)
+			san_sock_tcp_push(fd);
+	}
 
 	/* Buffer sizes the application chose bound what a switched connection holds too. */
 	if (unlikely(r == 0 && level == SOL_SOCKET &&

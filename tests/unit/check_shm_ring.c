@@ -137,7 +137,7 @@ static uint32_t stream_len(uint64_t seed, uint32_t n, uint32_t max)
  * Put one message of msg_len bytes: a CREDIT_UPDATE when msg_len is a bare header, else a DATA
  * whose payload is pat(tag, ...). Returns what reserve (if it failed) or commit returned.
  */
-static int put_msg(struct san_shm_prod *p, uint32_t msg_len, uint32_t tag)
+static int put_msg_how(struct san_shm_prod *p, uint32_t msg_len, uint32_t tag, bool held)
 {
 	struct san_msg m = { .type = SAN_T_DATA, .credits = 1 };
 	uint8_t *pl;
@@ -158,7 +158,12 @@ static int put_msg(struct san_shm_prod *p, uint32_t msg_len, uint32_t tag)
 		for (uint32_t j = 0; j < m.u.data.payload_len; j++)
 			pl[j] = pat(tag, j);
 	}
-	return san_shm_ring_prod_commit(p);
+	return held ? san_shm_ring_prod_commit_held(p) : san_shm_ring_prod_commit(p);
+}
+
+static int put_msg(struct san_shm_prod *p, uint32_t msg_len, uint32_t tag)
+{
+	return put_msg_how(p, msg_len, tag, false);
 }
 
 static int put_data(struct san_shm_prod *p, uint32_t plen, uint32_t tag)
@@ -707,6 +712,46 @@ START_TEST(test_doorbell_edges)
 	REQUIRE(san_shm_ring_prod_armed(&t.p));
 	REQUIRE_EQ(get_msg(&t.c, 496, 9), 1);
 	REQUIRE(!san_shm_ring_prod_armed(&t.p));
+	tring_close(&t);
+}
+END_TEST
+
+/*
+ * A corked send's commit (commit_held): published, no look for a sleeper (the flag stays up);
+ * san_shm_ring_prod_wake looks later, for everything published, as a commit would have.
+ */
+START_TEST(test_doorbell_held)
+{
+	struct tring t;
+
+	tring_open(&t, 4096, _i);
+	/* A sleeper: the held commit leaves its flag; the consumer that looks finds the frame. */
+	REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 0);
+	REQUIRE_EQ(put_msg_how(&t.p, SAN_HDR_LEN + 10, 0, true), 0);
+	REQUIRE(atomic_load(&SH(&t)->cons_armed) & SAN_SHM_ARMED);
+	REQUIRE_EQ(put_msg_how(&t.p, SAN_HDR_LEN + 10, 1, true), 0);
+	/* the wake takes it once, for both frames */
+	REQUIRE_EQ(san_shm_ring_prod_wake(&t.p), 1);
+	REQUIRE_EQ(atomic_load(&SH(&t)->cons_armed), 0);
+	REQUIRE_EQ(san_shm_ring_prod_wake(&t.p), 0);
+	REQUIRE_EQ(get_msg(&t.c, 26, 0), 0);
+	REQUIRE_EQ(get_msg(&t.c, 26, 1), 0);
+	/* Nobody asleep: nothing to ring. */
+	REQUIRE_EQ(put_msg_how(&t.p, SAN_HDR_LEN + 10, 2, true), 0);
+	REQUIRE_EQ(san_shm_ring_prod_wake(&t.p), 0);
+	REQUIRE_EQ(get_msg(&t.c, 26, 2), 0);
+	/* A consumer that read the held frame and slept again: a later sleep, not rung for. */
+	REQUIRE_EQ(put_msg_how(&t.p, SAN_HDR_LEN + 10, 3, true), 0);
+	REQUIRE_EQ(get_msg(&t.c, 26, 3), 0);
+	REQUIRE_EQ(san_shm_ring_cons_arm(&t.c), 0);
+	REQUIRE_EQ(san_shm_ring_prod_wake(&t.p), 0);
+	REQUIRE(atomic_load(&SH(&t)->cons_armed) & SAN_SHM_ARMED);
+	san_shm_ring_cons_disarm(&t.c);
+	/* An edge-triggered reader (cons_edges): the wake rings, as each commit would have. */
+	san_shm_ring_cons_edges(&t.c, true);
+	REQUIRE_EQ(put_msg_how(&t.p, SAN_HDR_LEN + 10, 4, true), 0);
+	REQUIRE_EQ(san_shm_ring_prod_wake(&t.p), 1);
+	REQUIRE_EQ(get_msg(&t.c, 26, 4), 0);
 	tring_close(&t);
 }
 END_TEST
@@ -2219,6 +2264,7 @@ Suite *make_shm_ring_suite(void)
 	tcase_add_loop_test(tc, test_doorbell_flags, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_owed, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_edges, 0, NKINDS);
+	tcase_add_loop_test(tc, test_doorbell_held, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_count, 0, NKINDS);
 
 	tcase_add_loop_test(tc, test_prod_cpu, 0, NKINDS);
