@@ -5,7 +5,13 @@
 #include "core/san_sock.h"
 #include "core/san_tick.h"
 
-#define CORK_TICK 0.1 /* seconds: a hold lasts two ticks at most */
+/*
+ * A hold ends at the fourth tick after it began: after 150 to 200 ms, never later than TCP's
+ * cork timer (200 ms) and not much sooner (a sender paused between a header and its body
+ * longer than that would have its pieces sent apart by TCP too).
+ */
+#define CORK_TICK 0.05
+#define CORK_TICKS 3 /* ticks between the one a hold began before and the one that ends it */
 
 static int held;   /* holds in this process (never fewer) */
 static int broken; /* the tick could not be started: no more holds */
@@ -22,10 +28,11 @@ static bool held_before(const struct san_sock *s, void *arg)
 {
 	/* (unlocked: one that began since is the next tick's; the lock decides below) */
 	return __atomic_load_n(&s->bell_held, __ATOMIC_ACQUIRE) &&
-	       (int32_t)(__atomic_load_n(&s->bell_tick, __ATOMIC_RELAXED) - *(uint32_t *)arg) < 0;
+	       (int32_t)(*(uint32_t *)arg - __atomic_load_n(&s->bell_tick, __ATOMIC_RELAXED)) >=
+		       CORK_TICKS;
 }
 
-/* The holds that began before this tick: at least one tick old, rung for now. */
+/* The holds old enough: rung for now. */
 static void flush_old(uint32_t now)
 {
 	struct san_sock **v;
@@ -33,7 +40,7 @@ static void flush_old(uint32_t now)
 
 	for (int i = 0; i < n; i++) {
 		san_sock_lock(v[i]);
-		if (v[i]->bell_held && (int32_t)(v[i]->bell_tick - now) < 0)
+		if (v[i]->bell_held && (int32_t)(now - v[i]->bell_tick) >= CORK_TICKS)
 			san_conn_cork_flush(v[i]);
 		pthread_mutex_unlock(&v[i]->lock);
 		san_sock_put(v[i]);

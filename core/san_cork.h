@@ -9,8 +9,8 @@
  * for a sleeping peer (the frame is published: a peer that looks finds it) and the doorbell
  * is rung once, at the uncork (core/san_conn.c, san_conn_cork_flush). The hold also ends at
  * SAN_CONN_CORK_HOLD bytes (TCP sends a full segment while corked), before a send waits for
- * room, and at the second tick of the progress thread's cork tick after it began (100 ms
- * each: never longer than TCP's 200 ms). Only connections this process holds alone: the count
+ * room, and at the progress thread's cork tick 150 to 200 ms after it began (never longer than
+ * TCP's 200 ms). Only connections this process holds alone: the count
  * of holds and the tick are the process's own (a fork's shared connection is never held).
  */
 #ifndef SAN_CORK_H
