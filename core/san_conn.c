@@ -170,6 +170,16 @@ static void ring_garbage(struct san_sock *s)
 	s->prov->ring_peer(s);
 }
 
+/* A corked send's hold (san_cork.h) ends: whether there was one. Lock held. */
+static bool cork_hold_end(struct san_sock *s)
+{
+	if (!s->bell_held)
+		return false;
+	s->bell_held = false;
+	san_cork_end();
+	return true;
+}
+
 /*
  * Publish the reserved frame and ring the peer if it sleeps. data: the frame carries stream
  * bytes (DATA, a transfer's rest, a direct write's report): until the peer's consumer has
@@ -196,11 +206,8 @@ static int commit(struct san_sock *s, bool data)
 		ring_broken(s, "send", c);
 		return -ECONNRESET;
 	}
-	if (s->bell_held && !s->txr.hold) {
-		/* its look covered the held frames (everything published so far) */
-		s->bell_held = false;
-		san_cork_end();
-	}
+	if (!s->txr.hold)
+		(void)cork_hold_end(s); /* its look covered the held frames (all published so far) */
 	if (data)
 		s->tx_data_end = s->txr.prod;
 	return 0;
@@ -318,11 +325,7 @@ static bool cork_holds(const struct san_sock *s)
 
 void san_conn_cork_flush(struct san_sock *s)
 {
-	if (!s->bell_held)
-		return;
-	s->bell_held = false;
-	san_cork_end();
-	if (s->txr.sh && !s->err && san_shm_ring_prod_wake(&s->txr) == 1)
+	if (cork_hold_end(s) && s->txr.sh && !s->err && san_shm_ring_prod_wake(&s->txr) == 1)
 		s->prov->ring_peer(s);
 }
 
@@ -344,11 +347,8 @@ static int commit_data(struct san_sock *s)
 		s->bell_held = true;
 		s->bell_from = from;
 		s->bell_tick = san_cork_now();
-		if (!san_cork_begin()) {
-			s->bell_held = false; /* (no tick: ended already) */
-			if (san_shm_ring_prod_wake(&s->txr) == 1)
-				s->prov->ring_peer(s);
-		}
+		if (!san_cork_begin())
+			san_conn_cork_flush(s); /* no tick to bound it: rung now */
 	}
 	return 0;
 }

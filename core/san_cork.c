@@ -59,7 +59,6 @@ bool san_cork_begin(void)
 	 * saw the tick asked for, is not bounded by it: ended by its uncork or its next send.)
 	 */
 	__atomic_store_n(&broken, 1, __ATOMIC_RELAXED);
-	san_cork_end();
 	return false;
 }
 

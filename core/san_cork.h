@@ -26,7 +26,7 @@ uint32_t san_cork_now(void);
 
 /*
  * A hold began (lock held): the tick must run. false: no progress thread to run it (the
- * caller rings now).
+ * caller ends the hold now, san_conn_cork_flush, which counts it off).
  */
 bool san_cork_begin(void);
 

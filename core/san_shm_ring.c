@@ -229,6 +229,17 @@ static void note_cpu(struct san_shm_prod *p)
 		atomic_store_explicit(&p->sh->prod_cpu, v, memory_order_relaxed);
 }
 
+/*
+ * (4) of the doorbell argument, after publishing up to p->prod: 1 if the consumer sleeps for
+ * something published (its flag taken) or asks for a doorbell per commit (cons_edges).
+ */
+static int peer_wants_bell(struct san_shm_prod *p)
+{
+	if (take_armed(p->sh, p->prod, false))
+		return 1;
+	return atomic_load_explicit(&p->sh->cons_edges, memory_order_relaxed) != 0;
+}
+
 static int prod_commit(struct san_shm_prod *p, bool look);
 
 int san_shm_ring_prod_commit(struct san_shm_prod *p)
@@ -243,12 +254,8 @@ int san_shm_ring_prod_commit_held(struct san_shm_prod *p)
 
 int san_shm_ring_prod_wake(struct san_shm_prod *p)
 {
-	if (p->err)
-		return 0;
-	/* (4) of the doorbell argument, for everything published so far (commit_held's (3)) */
-	if (take_armed(p->sh, p->prod, false))
-		return 1;
-	return atomic_load_explicit(&p->sh->cons_edges, memory_order_relaxed) != 0;
+	/* (for everything published so far: commit_held's (3)) */
+	return p->err ? 0 : peer_wants_bell(p);
 }
 
 static int prod_commit(struct san_shm_prod *p, bool look)
@@ -283,11 +290,7 @@ static int prod_commit(struct san_shm_prod *p, bool look)
 	 */
 	atomic_exchange_explicit(&p->sh->prod, p->prod, memory_order_seq_cst);
 	note_cpu(p);
-	if (!look)
-		return 0;
-	if (take_armed(p->sh, p->prod, false))
-		return 1;
-	return atomic_load_explicit(&p->sh->cons_edges, memory_order_relaxed) != 0;
+	return look ? peer_wants_bell(p) : 0;
 }
 
 int san_shm_ring_prod_arm(struct san_shm_prod *p, uint32_t msg_len)
@@ -869,9 +872,7 @@ int san_shm_ring_src_publish(struct san_shm_prod *p)
 
 	atomic_exchange_explicit(&sh->prod, p->prod, memory_order_seq_cst);
 	atomic_store_explicit(&sh->src, SAN_SHM_SRC_FREE, memory_order_release);
-	if (take_armed(sh, p->prod, false))
-		return 1;
-	return atomic_load_explicit(&sh->cons_edges, memory_order_relaxed) != 0;
+	return peer_wants_bell(p);
 }
 
 bool san_shm_ring_src_still(struct san_shm_cons *c, const struct san_shm_src *o)
