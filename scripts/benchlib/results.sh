@@ -105,14 +105,43 @@ bench_medians() {
 		END { flush() }')
 }
 
-# ratio A B — B/A with two decimals ("-" when B was not measured).
-ratio() {
-	[ -n "$2" ] || { echo -; return; }
-	awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "n/a" }'
+# bench_ratios — RAT[KEY,MODE]: the median, over the rounds that measured both, of each round's
+# own ratio of MODE's run to kernel TCP's (none) in that round, two decimals. Why not the ratio of
+# the medians: on these shared VMs a mode's runs drift by 10 % and more from round to round
+# (neighbours, the host), and the runs of one round, taken seconds apart, drift together; a
+# round's ratio cancels that drift, the median of the rounds' ratios then takes out the rounds a
+# burst hit one run of. Seen on 2026-12-01 (sanconnrate, 1-request connections, 20 rounds in turn):
+# kernel TCP's runs spread over 14,000-20,500 a second, the rounds' ratios mostly over 0.95-1.07.
+declare -A RAT
+bench_ratios() {
+	local k m v
+	RAT=()
+	while IFS=, read -r k m v; do
+		RAT[$k,$m]=$v
+	done < <(awk -F, '
+		$2 == "none" { base[$1 "," $3] = $4; next }
+		$2 != "ref" { val[$1 "," $2 "," $3] = $4 }
+		END {
+			for (x in val) {
+				split(x, f, ",")
+				b = base[f[1] "," f[3]]
+				if (b > 0) r[f[1] "," f[2]] = r[f[1] "," f[2]] " " val[x] / b
+			}
+			for (km in r) {
+				n = split(substr(r[km], 2), a, " ")
+				for (i = 2; i <= n; i++) { # (a few values: insertion sort)
+					t = a[i]
+					for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]
+					a[j + 1] = t
+				}
+				m = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+				printf "%s,%.2f\n", km, m
+			}
+		}' "$RESULTS")
 }
 
 # bench_rows FORMAT — one line per measured TCP metric: label (unit), kernel, pass-through,
-# switched, the two ratios (FORMAT: a printf format for six strings).
+# switched (medians), the two ratios (bench_ratios; FORMAT: a printf format for six strings).
 bench_rows() {
 	local f=$1 k n p s
 	for k in "${M_KEYS[@]}"; do
@@ -120,7 +149,7 @@ bench_rows() {
 		[ -n "$n$p$s" ] || continue
 		# shellcheck disable=SC2059 # the format is the caller's
 		printf "$f" "${M_LABEL[$k]} (${M_UNIT[$k]})" "${n:--}" "${p:--}" "${s:--}" \
-			"$(ratio "$n" "$p")" "$(ratio "$n" "$s")"
+			"${RAT[$k,pass]:--}" "${RAT[$k,pre]:--}"
 	done
 }
 
@@ -134,10 +163,11 @@ ref_rows() {
 	done
 }
 
-# bench_table — the result tables as plain text (computes the medians).
+# bench_table — the result tables as plain text (computes the medians and the ratios).
 bench_table() {
 	local f='%-52s %10s %13s %10s %12s %16s\n'
 	bench_medians
+	bench_ratios
 	# shellcheck disable=SC2059
 	printf "$f" metric "kernel" "pass-through" "switched" "pass/kernel" "switched/kernel"
 	bench_rows "$f"
@@ -148,8 +178,9 @@ bench_table() {
 	fi
 }
 
-# bench_csv FILE — every run and the medians (round "median"), one row per metric, mode, round;
-# better: which way is better (low: latency, CPU; high: rates).
+# bench_csv FILE — every run, the medians (round "median") and the ratios to kernel TCP (round and
+# unit "ratio", bench_ratios), one row per metric, mode, round; better: which way is better (low:
+# latency, CPU; high: rates).
 bench_csv() {
 	local k m r v
 	{
@@ -163,6 +194,11 @@ bench_csv() {
 				[ -n "${MED[$k,$m]:-}" ] || continue
 				printf '%s,%s,"%s",%s,%s,%s,median,%s\n' "${M_FAM[$k]}" "$k" "${M_LABEL[$k]}" "${M_UNIT[$k]}" \
 					"${M_BETTER[$k]}" "$m" "${MED[$k,$m]}"
+			done
+			for m in pass pre; do
+				[ -n "${RAT[$k,$m]:-}" ] || continue
+				printf '%s,%s,"%s",ratio,%s,%s,ratio,%s\n' "${M_FAM[$k]}" "$k" "${M_LABEL[$k]}" \
+					"${M_BETTER[$k]}" "$m" "${RAT[$k,$m]}"
 			done
 		done
 	} >"$1"
