@@ -1642,8 +1642,10 @@ size_t san_conn_rx_bytes(struct san_sock *s)
 	 * this much and then waits for an edge, as nginx does, would wait with data in the
 	 * ring, whose doorbells it has had already. One more doorbell is the edge it waits for.
 	 */
-	if (cut && s->want_edges)
+	if (cut && s->want_edges) {
+		s->edge_seen = UINT64_MAX; /* (and for a wait that watches the ring: san_rxwatch.c) */
 		ring_self(s);
+	}
 	return n;
 }
 
@@ -1780,14 +1782,19 @@ int san_conn_rx_arm(struct san_sock *s)
 	/* The end of the stream or a reset: X stays ready (the doorbell that said so stays on it). */
 	if (s->err || s->peer_fin || s->anchor_dead)
 		return 1;
+	/* (an edge-triggered one's doorbell per commit, which a watch took down: up before the look) */
+	san_rxwatch_edges_up(s);
 	rx_take_bells(s);
 	r = san_shm_ring_cons_arm(c);
 	if (r == 1) {
 		/*
 		 * We took the doorbells: the data found must keep X readable if left unread; the
 		 * producer's doorbell does that when it took our flag first (bells_due counts it).
+		 * Not for an edge-triggered registration that was reported all of it already
+		 * (edge_seen): a new edge for bytes it chose to leave unread would wake it for
+		 * nothing, again at each tick (core/san_rxwatch.c).
 		 */
-		if (!c->bell_coming && s->ylocal >= 0)
+		if (!c->bell_coming && s->ylocal >= 0 && !(s->et_watch && c->prod == s->edge_seen))
 			ring_self(s);
 	}
 	/*

@@ -18,6 +18,15 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct epshadow **sets; /* by epoll fd number */
 static int nsets;	       /* size of sets */
 static int live;	       /* sets in use (a close of any fd looks only while there are) */
+static int ninherited;	       /* sets whose copy is not trusted (h->inherited) */
+
+/*
+ * How many sets' copies hold each fd number (san_epshadow_watch_in: an edge-triggered fd must be
+ * in no other). regs_lost: a count could not be kept (no memory): no edge is watched.
+ */
+static uint16_t *regs;
+static int nregs;
+static bool regs_lost;
 
 /*
  * The numbers epoll_create gave (by number, a bit each): a dup of one may come before its copy
@@ -65,9 +74,52 @@ static int ent_find(const struct epshadow *h, int fd)
 	return -1;
 }
 
+static void regs_add(int fd, int d)
+{
+	if (fd < 0 || regs_lost)
+		return;
+	if (fd >= nregs) {
+		int n = nregs ? nregs : 256;
+		uint16_t *v;
+
+		if (d < 0)
+			return; /* (never counted) */
+		while (n <= fd)
+			n *= 2;
+		if (!(v = realloc(regs, (size_t)n * sizeof(*v)))) {
+			regs_lost = true;
+			return;
+		}
+		memset(v + nregs, 0, (size_t)(n - nregs) * sizeof(*v));
+		regs = v;
+		nregs = n;
+	}
+	if (d > 0 && regs[fd] == UINT16_MAX)
+		regs_lost = true; /* (65,535 sets: not followed) */
+	else if (d > 0 || regs[fd] > 0)
+		regs[fd] = (uint16_t)(regs[fd] + d);
+}
+
 static void ent_del(struct epshadow *h, int i)
 {
+	regs_add(h->e[i].fd, -1);
 	h->e[i] = h->e[--h->n];
+}
+
+/* Every entry of h leaves (the set is forgotten, or no longer trusted). */
+static void ent_clear(struct epshadow *h)
+{
+	while (h->n > 0)
+		ent_del(h, h->n - 1);
+}
+
+/* h's copy is not to be trusted from now on. */
+static void set_untrusted(struct epshadow *h)
+{
+	if (!h->inherited) {
+		h->inherited = true;
+		ninherited++;
+	}
 }
 
 void san_epshadow_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
@@ -77,6 +129,8 @@ void san_epshadow_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 
 	pthread_mutex_lock(&lock);
 	h = set_get(epfd, op == EPOLL_CTL_ADD);
+	if (!h && op == EPOLL_CTL_ADD)
+		regs_lost = true; /* (no memory: a registration not counted, no edge watched) */
 	if (!h || h->inherited)
 		goto out;
 	i = ent_find(h, fd);
@@ -92,13 +146,15 @@ void san_epshadow_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 
 			if (!v) {
 				/* cannot follow it: the set is not used any more (kernel's path) */
-				h->inherited = true;
+				ent_clear(h);
+				set_untrusted(h);
 				goto out;
 			}
 			h->e = v;
 			h->cap = cap;
 		}
-		h->e[h->n++] = (struct san_epshadow_ent){ fd, *ev };
+		h->e[h->n++] = (struct san_epshadow_ent){ fd, *ev, false };
+		regs_add(fd, 1);
 	}
 out:
 	pthread_mutex_unlock(&lock);
@@ -110,8 +166,8 @@ static void untrust_locked(int epfd)
 	struct epshadow *h = set_get(epfd, true);
 
 	if (h) {
-		h->inherited = true;
-		h->n = 0;
+		ent_clear(h);
+		set_untrusted(h);
 	}
 }
 
@@ -157,6 +213,9 @@ void san_epshadow_dup(int oldfd, int newfd)
 static void forget_locked(int fd)
 {
 	if (fd >= 0 && fd < nsets && sets[fd]) {
+		ent_clear(sets[fd]);
+		if (sets[fd]->inherited)
+			ninherited--;
 		free(sets[fd]->e);
 		free(sets[fd]);
 		sets[fd] = NULL;
@@ -201,7 +260,7 @@ void san_epshadow_forget_range(unsigned int first, unsigned int last)
 	pthread_mutex_unlock(&lock);
 }
 
-int san_epshadow_level_in(int epfd, struct san_epshadow_ent *out, int max)
+static int watch_in(int epfd, struct san_epshadow_ent *out, int max, bool edges)
 {
 	struct epshadow *h;
 	int n = 0;
@@ -212,18 +271,35 @@ int san_epshadow_level_in(int epfd, struct san_epshadow_ent *out, int max)
 		n = -1;
 		goto out;
 	}
+	/* (an edge of an fd another set holds, or a set this copy cannot see may hold) */
+	edges = edges && !ninherited && !regs_lost;
 	for (int i = 0; i < h->n && n <= max; i++) {
 		uint32_t e = h->e[i].ev.events;
+		bool edge = (e & EPSHADOW_ONESHOT_LIKE) == EPOLLET;
 
-		if ((e & (EPOLLIN | EPOLLRDNORM)) && !(e & EPSHADOW_ONESHOT_LIKE)) {
-			if (n < max)
-				out[n] = h->e[i];
-			n++;
+		if (!(e & (EPOLLIN | EPOLLRDNORM)) || ((e & EPSHADOW_ONESHOT_LIKE) && !edge))
+			continue;
+		if (edge && (!edges || h->e[i].fd >= nregs || regs[h->e[i].fd] != 1))
+			continue;
+		if (n < max) {
+			out[n] = h->e[i];
+			out[n].edge = edge;
 		}
+		n++;
 	}
 out:
 	pthread_mutex_unlock(&lock);
 	return n;
+}
+
+int san_epshadow_level_in(int epfd, struct san_epshadow_ent *out, int max)
+{
+	return watch_in(epfd, out, max, false);
+}
+
+int san_epshadow_watch_in(int epfd, struct san_epshadow_ent *out, int max)
+{
+	return watch_in(epfd, out, max, true);
 }
 
 void san_epshadow_atfork_child(void)
@@ -231,5 +307,5 @@ void san_epshadow_atfork_child(void)
 	pthread_mutex_init(&lock, NULL);
 	for (int k = 0; k < nsets; k++)
 		if (sets[k])
-			sets[k]->inherited = true;
+			set_untrusted(sets[k]);
 }

@@ -13,14 +13,17 @@
 #define SAN_EPSHADOW_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/epoll.h>
 
 struct san_epshadow_ent {
 	int fd;
 	struct epoll_event ev; /* as the application asked */
+	bool edge; /* (san_epshadow_watch_in) an EPOLLET registration, the fd's only one */
 };
 
-/* After a successful epoll_ctl(epfd, op, fd, ev) of a managed fd (or any DEL). */
+/* After a successful epoll_ctl(epfd, op, fd, ev) of a managed fd, or of a socket not yet
+ * connected (or any DEL). */
 void san_epshadow_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
 
 /* epoll_create made epfd (a dup of it, san_epshadow_dup, may come before its first copy). */
@@ -46,6 +49,17 @@ void san_epshadow_forget_range(unsigned int first, unsigned int last);
  * (the caller then keeps the kernel's path).
  */
 int san_epshadow_level_in(int epfd, struct san_epshadow_ent *out, int max);
+
+/*
+ * What a wait over epfd may watch in the rings: the level-triggered input registrations (as
+ * san_epshadow_level_in), and the edge-triggered ones (EPOLLET without EPOLLONESHOT nor
+ * EPOLLEXCLUSIVE) of fds registered in no other set of this process, while no copy here is
+ * inherited or untrusted (a set this process cannot see might hold the fd edge-triggered and
+ * need a doorbell per arrival): edge set. Returns as san_epshadow_level_in. Registrations of
+ * sockets not yet connected count too (san_epshadow_ctl is told of them: they move to the
+ * connection the connect makes).
+ */
+int san_epshadow_watch_in(int epfd, struct san_epshadow_ent *out, int max);
 
 /* Any copy at all (one load). */
 bool san_epshadow_any(void);

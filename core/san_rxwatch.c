@@ -4,8 +4,10 @@
 #include <string.h>
 
 #include "core/san_engine.h"
+#include "core/san_epshadow.h"
 #include "core/san_ev.h"
 #include "core/san_lite.h"
+#include "core/san_log.h"
 #include "core/san_rxwatch.h"
 #include "core/san_sock.h"
 #include "core/san_tick.h"
@@ -29,16 +31,67 @@ static bool shared_by_fork(const struct san_sock *s)
  * another held it (san_rxwatch_epoll_ctl), nothing pending that the kernel's path must report.
  * Lock held.
  */
-static bool watchable(const struct san_sock *s)
+static bool watchable_as(const struct san_sock *s, bool edge)
 {
 	return !shared_by_fork(s) && !__atomic_load_n(&s->ep_ctl_shared, __ATOMIC_RELAXED) &&
 	       s->swapped && s->rx == SK_RX_SAN && s->rxr.sh && s->prov &&
-	       s->prov->wire == SAN_PROV_SHM && !s->want_edges && !s->err && !s->peer_fin &&
-	       !s->anchor_dead && !s->rd_shut && !s->proc->orphan && !s->proc->closing &&
-	       !s->direct_out && !s->rxr.err;
+	       s->prov->wire == SAN_PROV_SHM && (!s->want_edges || s->et_watch || edge) &&
+	       !s->err && !s->peer_fin && !s->anchor_dead && !s->rd_shut && !s->proc->orphan &&
+	       !s->proc->closing && !s->direct_out && !s->rxr.err;
 }
 
-bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool *ready)
+/* ... as it stands: one that asks for a doorbell per commit, only once an edge watch took it */
+static bool watchable(const struct san_sock *s)
+{
+	return watchable_as(s, false);
+}
+
+/*
+ * The peer's doorbell per commit (cons_edges) down while an edge-triggered registration's ring
+ * is watched or quiet, and up again. Up is seq_cst, and a look at the ring follows it: a
+ * commit the look misses sees the request (the producer publishes, then looks; Dekker).
+ * Lock held.
+ */
+static void edges_down(struct san_sock *s)
+{
+	if (s->want_edges && !s->edges_off && s->rxr.sh) {
+		s->edges_off = true;
+		san_shm_ring_cons_edges(&s->rxr, false);
+	}
+}
+
+void san_rxwatch_edges_up(struct san_sock *s)
+{
+	if (s->edges_off) {
+		s->edges_off = false;
+		if (s->rxr.sh)
+			san_shm_ring_cons_edges(&s->rxr, true);
+		atomic_thread_fence(memory_order_seq_cst);
+	}
+}
+
+static uint64_t prod_now(const struct san_rxwatch *w)
+{
+	return atomic_load_explicit((_Atomic uint64_t *)w->prod, memory_order_acquire);
+}
+
+/* An edge's look: the ring moved past where it was last reported, and holds something. Lock held. */
+static bool edge_ready(struct san_rxwatch *w)
+{
+	w->at = prod_now(w);
+	return w->at != w->seen && san_conn_rx_ready(w->s);
+}
+
+/* epoll_ctl calls of managed fds so far (san_rxwatch_epoll_ctl): a watch's look at the sets is
+ * current while this has not moved. */
+static uint32_t ctl_gen;
+
+uint32_t san_rxwatch_ctl_gen(void)
+{
+	return __atomic_load_n(&ctl_gen, __ATOMIC_SEQ_CST);
+}
+
+bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool edge, uint32_t gen, bool *ready)
 {
 	struct san_sock *s;
 	bool ok;
@@ -50,35 +103,84 @@ bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool *ready)
 	if (san_lite_of(fd) || !(s = san_sock_get(fd)))
 		return false;
 	san_sock_lock(s);
-	ok = watchable(s);
+	/*
+	 * An edge-triggered registration the caller found to be the fd's only one, in sets no
+	 * epoll_ctl has changed since it looked (one that did may have added another: its
+	 * san_rxwatch_epoll_ctl, after this, ends the watch's hold), of a connection that never
+	 * had a second number. (One the sock did not see made would be taken for level-triggered:
+	 * not watched.)
+	 */
+	ok = watchable_as(s, edge) &&
+	     (!edge || (s->want_edges && !s->et_never && san_rxwatch_ctl_gen() == gen));
+	if (ok && edge && !s->et_watch) {
+		s->et_watch = true;
+		san_debug("fd %d: its EPOLLET registration is its only one: waits watch its ring, "
+			  "no doorbell per arrival meanwhile", fd);
+	}
 	if (ok) {
-		*ready = san_conn_rx_ready(s);
-		/* down: the peer commits without a doorbell (one it owes is counted, bells_due) */
-		if (!*ready)
-			san_shm_ring_cons_unarm(&s->rxr);
+		*w = (struct san_rxwatch){ .s = s, .prod = &s->rxr.sh->prod, .rd = &s->rxr.rd,
+					   .edge = edge, .seen = s->edge_seen };
+		if (w->edge) {
+			/* no doorbell per commit while watched: the ring moving is the edge */
+			edges_down(s);
+			*ready = edge_ready(w);
+			if (!*ready)
+				san_shm_ring_cons_unarm(&s->rxr);
+		} else {
+			*ready = san_conn_rx_ready(s);
+			/* down: the peer commits without a doorbell (one it owes is counted, bells_due) */
+			if (!*ready)
+				san_shm_ring_cons_unarm(&s->rxr);
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!ok) {
 		san_sock_put(s);
 		return false;
 	}
-	*w = (struct san_rxwatch){ .s = s, .prod = &s->rxr.sh->prod, .rd = &s->rxr.rd };
 	return true;
 }
 
 bool san_rxwatch_ready(struct san_rxwatch *w)
 {
 	struct san_sock *s = w->s;
+	uint64_t p = prod_now(w);
 	bool r;
 
 	/* the peer's index against our cursor: equal, nothing new (a frame's bytes come with it) */
-	if (atomic_load_explicit((_Atomic uint64_t *)w->prod, memory_order_acquire) ==
-	    __atomic_load_n((const uint64_t *)w->rd, __ATOMIC_RELAXED))
+	if (p == __atomic_load_n((const uint64_t *)w->rd, __ATOMIC_RELAXED) ||
+	    (w->edge && p == w->seen))
 		return false;
 	san_sock_lock(s);
-	r = san_conn_rx_ready(s);
+	r = w->edge ? edge_ready(w) : san_conn_rx_ready(s);
 	pthread_mutex_unlock(&s->lock);
 	return r;
+}
+
+uint32_t san_rxwatch_bells(const struct san_rxwatch *w)
+{
+	return atomic_load_explicit(&w->s->rxr.sh->bells, memory_order_seq_cst);
+}
+
+bool san_rxwatch_edge_rang(const struct san_rxwatch *w)
+{
+	return w->edge && san_rxwatch_bells(w) != __atomic_load_n(&w->s->bells_told, __ATOMIC_RELAXED);
+}
+
+void san_rxwatch_edge_told(const struct san_rxwatch *w, const uint32_t *bells)
+{
+	struct san_sock *s = w->s;
+
+	san_sock_lock(s);
+	if (bells)
+		__atomic_store_n(&s->bells_told, *bells, __ATOMIC_RELAXED);
+	/*
+	 * Where its look found it (a report from the kernel: where the last look before it
+	 * was; anything after that is reported again, at worst once too often).
+	 */
+	if (s->et_watch)
+		s->edge_seen = w->at;
+	pthread_mutex_unlock(&s->lock);
 }
 
 /*
@@ -127,14 +229,34 @@ void san_rxwatch_atfork_child(void)
 	__atomic_store_n(&san_rxwatch_nquiet, 0, __ATOMIC_RELAXED);
 }
 
-void san_rxwatch_epoll_ctl(int fd)
+void san_rxwatch_epoll_ctl(int fd, int op)
 {
-	struct san_sock *s = san_sock_get(fd);
+	struct san_sock *s;
 
-	if (!s)
+	/* (before the look below: a watch that looked at the sets before this call refuses) */
+	__atomic_add_fetch(&ctl_gen, 1, __ATOMIC_SEQ_CST);
+	/* (a lite candidate is on TCP, and must not be made a sock here: san_rxwatch_begin) */
+	if (san_lite_of(fd) || !(s = san_sock_get(fd)))
 		return;
-	if (shared_by_fork(s))
+	if (op != EPOLL_CTL_ADD && shared_by_fork(s))
 		__atomic_store_n(&s->ep_ctl_shared, true, __ATOMIC_RELAXED);
+	san_sock_lock(s);
+	/* (a MOD re-arms an edge-triggered registration: reported if readable, as the kernel's) */
+	s->edge_seen = UINT64_MAX;
+	if (s->et_watch) {
+		/*
+		 * Its registrations changed: perhaps no longer its only one (another set, which
+		 * a wait asleep in the kernel may rely on). Its doorbell per commit is up again
+		 * until a watch finds it alone once more. Armed: X rung if data waits, which a
+		 * kernel ADD to another set then reports, as TCP's would (no doorbell may have
+		 * rung for it).
+		 */
+		if (s->rxr.sh)
+			(void)san_conn_rx_arm(s);
+		san_rxwatch_edges_up(s);
+		s->et_watch = false;
+	}
+	pthread_mutex_unlock(&s->lock);
 	san_sock_put(s);
 }
 
@@ -147,6 +269,7 @@ void san_rxwatch_unquiet(struct san_sock *s)
 
 void san_rxwatch_quiet_end(struct san_sock *s)
 {
+	san_rxwatch_edges_up(s); /* (down only while watched or quiet) */
 	if (s->rx_quiet) {
 		s->rx_quiet = false;
 		if (__atomic_load_n(&san_rxwatch_nquiet, __ATOMIC_RELAXED) > 0)
@@ -160,7 +283,21 @@ bool san_rxwatch_arm(struct san_rxwatch *w)
 	bool data;
 
 	san_sock_lock(s);
-	data = san_conn_rx_arm_quiet(s) != 0;
+	if (w->edge) {
+		/*
+		 * The doorbell per commit back up, then a look: a commit after it rings, one
+		 * before it is found here (an edge found is reported, and stays quiet). The
+		 * flag stays down: the doorbell per commit does its work.
+		 */
+		san_rxwatch_edges_up(s);
+		data = s->err || s->peer_fin || s->anchor_dead || edge_ready(w);
+		if (data && !s->err && !s->peer_fin && !s->anchor_dead)
+			edges_down(s);
+		else if (!data)
+			san_rxwatch_quiet_end(s);
+	} else {
+		data = san_conn_rx_arm_quiet(s) != 0;
+	}
 	pthread_mutex_unlock(&s->lock);
 	w->up = !data;
 	return data;
@@ -181,6 +318,9 @@ void san_rxwatch_end(struct san_rxwatch *w, bool reported)
 		san_sock_lock(s);
 		if (!s->rxr.armed && s->rxr.sh)
 			quiet_begin(s);
+		/* (edges down only while watched or quiet) */
+		if (!s->rx_quiet)
+			san_rxwatch_edges_up(s);
 		pthread_mutex_unlock(&s->lock);
 	}
 	san_sock_put(s);

@@ -12,13 +12,18 @@
  * the application reads it; a wait through the preload that is about to sleep first rings X
  * for every quiet connection (san_rxwatch_announce), so that the kernel sees them too.
  *
- * Only shm connections, switched both ways, whose consumer does not want a doorbell per
- * commit (no EPOLLET registration): the others keep the kernel's path.
+ * Only shm connections, switched both ways. One with an EPOLLET registration asks its peer for a
+ * doorbell per commit (cons_edges), as TCP wakes an edge-triggered waiter at every arrival; it
+ * is watched only where that registration is its only one: the watch takes that request down
+ * too, reports the registration once the ring moved past where it last reported it (an edge),
+ * and puts the request back up before it sleeps, as it does the flag. The others keep the
+ * kernel's path.
  */
 #ifndef SAN_RXWATCH_H
 #define SAN_RXWATCH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct san_sock;
 
@@ -27,16 +32,48 @@ struct san_rxwatch {
 	const void *prod;   /* the ring's producer index, read without the lock (a hint) */
 	const void *rd;	    /* our read cursor, likewise */
 	bool up;	    /* the flag is back up (san_rxwatch_arm) */
+	bool edge;	    /* for an edge-triggered registration: */
+	uint64_t seen;	    /* ... the producer index it was last reported at */
+	uint64_t at;	    /* ... the producer index of the look that found it ready */
 };
+
+/* A count of epoll_ctl calls of managed fds, read before a look at the copy of the sets. */
+uint32_t san_rxwatch_ctl_gen(void);
 
 /*
  * Start watching fd: false if it cannot be watched so (the caller keeps the kernel's path for
  * it). true: *ready says whether the ring holds something now; if not, the flag is down.
+ * edge: for an edge-triggered registration the caller found to be the fd's only one, in a look
+ * at the sets made when san_rxwatch_ctl_gen() was gen (a connection that ever had a second
+ * number is refused): it is ready only once the ring moved past where it was last reported
+ * (s->edge_seen), and while it is watched or quiet the peer rings no doorbell per arrival
+ * (cons_edges down).
  */
-bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool *ready);
+bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool edge, uint32_t gen, bool *ready);
 
-/* Something in the ring: a look without the lock, then one under it. */
+/* Something in the ring (an edge: something new since seen): a look without the lock, then
+ * one under it. */
 bool san_rxwatch_ready(struct san_rxwatch *w);
+
+/*
+ * An edge-triggered watch's registration was reported, by the wait or by the kernel: seen up
+ * to where the watch last looked. bells: the peer's doorbell count read before a look at the
+ * kernel that came with the report (NULL: none), whose edges that look took.
+ */
+void san_rxwatch_edge_told(const struct san_rxwatch *w, const uint32_t *bells);
+
+/*
+ * The peer's doorbells so far (san_rxwatch_bells); whether any rang since the kernel's edges
+ * were last taken with a report (san_rxwatch_edge_rang: an edge watch's report must then come
+ * with a look at the kernel, whose edge for those doorbells would else come as a second report
+ * of the same bytes).
+ */
+uint32_t san_rxwatch_bells(const struct san_rxwatch *w);
+bool san_rxwatch_edge_rang(const struct san_rxwatch *w);
+
+/* Its doorbell per commit back up if a watch took it down, with a full fence (the caller looks
+ * at the ring after). Lock held. */
+void san_rxwatch_edges_up(struct san_sock *s);
 
 /*
  * Stop watching. reported: the wait returns this fd as readable (the ring holds data: it is
@@ -79,13 +116,14 @@ bool san_rxwatch_defer(struct san_sock *s);
 void san_rxwatch_unquiet(struct san_sock *s);
 
 /*
- * A successful epoll_ctl MOD or DEL of fd. Sets that existed at a fork are the family's: a
- * process's copy of one (core/san_epshadow.h) does not see another's changes. The child does
- * not use its copies; the parent keeps its own (a forking server's, redis' BGSAVE), and only
- * connections the fork shared can be in both, so one changed while shared is never watched
- * again: its readiness comes from the kernel.
+ * A successful epoll_ctl of fd (op). Sets that existed at a fork are the family's: a process's
+ * copy of one (core/san_epshadow.h) does not see another's changes. The child does not use its
+ * copies; the parent keeps its own (a forking server's, redis' BGSAVE), and only connections
+ * the fork shared can be in both, so one changed (MOD, DEL) while shared is never watched
+ * again: its readiness comes from the kernel. Any op ends an edge-triggered watch's hold on the
+ * peer's doorbell per commit (the registration may not be the fd's only one any more).
  */
-void san_rxwatch_epoll_ctl(int fd);
+void san_rxwatch_epoll_ctl(int fd, int op);
 
 /* A fork child: the tick is the parent's. */
 void san_rxwatch_atfork_child(void);

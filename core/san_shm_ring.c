@@ -237,7 +237,8 @@ static int peer_wants_bell(struct san_shm_prod *p)
 {
 	if (take_armed(p->sh, p->prod, false))
 		return 1;
-	return atomic_load_explicit(&p->sh->cons_edges, memory_order_relaxed) != 0;
+	/* seq_cst: the consumer's watch takes it down and puts it up (then looks at prod) */
+	return atomic_load_explicit(&p->sh->cons_edges, memory_order_seq_cst) != 0;
 }
 
 static int prod_commit(struct san_shm_prod *p, bool look);

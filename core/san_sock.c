@@ -1044,6 +1044,7 @@ void san_sock_adopt(const int *fds, int n, uint32_t flags)
 			reg[fds[i]] = s;
 			s->proc->refs++;
 			s->proc->fdrefs++;
+			s->et_never = true;
 		} else {
 			/* a number the swap would not follow: the connection must not switch */
 			san_sock_drop_fd(fds[i], false, 0);
@@ -3750,6 +3751,13 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			 * down, is left so, quiet (san_rxwatch_defer): armed now, its peer would
 			 * ring for the next request, which our next wait's spin is about to see.
 			 */
+			/*
+			 * (An edge-triggered registration its waits watch: the short read told
+			 * the application that it drained the ring; what the ring still holds is
+			 * news to it, which the next watch, or X rung by the arm, reports.)
+			 */
+			if (r > 0 && !(flags & MSG_PEEK) && (size_t)r < total - done && s->et_watch)
+				s->edge_seen = UINT64_MAX;
 			if (r > 0 && !(flags & MSG_PEEK) &&
 			    ((size_t)r < total - done || !san_conn_rx_ready(s)) && !san_rxwatch_defer(s))
 				(void)san_conn_rx_arm(s);
@@ -4194,6 +4202,7 @@ void san_sock_on_dup(int fd, int nfd)
 		reg[nfd] = s;
 		s->proc->refs++;
 		s->proc->fdrefs++;
+		s->et_never = true; /* (san_rxwatch.c: registrations through either number) */
 		named = true;
 	}
 	pthread_mutex_unlock(&reg_lock);

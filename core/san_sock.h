@@ -222,6 +222,20 @@ struct san_sock {
 	bool anchor_watch; /* the engine watches the anchor */
 
 	bool want_edges;  /* an EPOLLET registration was made: a doorbell per arrival (rxr) */
+	/*
+	 * Its EPOLLET registration is the fd's only one, in a set whose waits watch the ring
+	 * (core/san_rxwatch.c); edges_off: the doorbell per arrival is down meanwhile (while
+	 * watched or quiet only; any arm or epoll_ctl puts it back).
+	 */
+	bool et_watch;
+	bool edges_off;
+	/*
+	 * Never watched so: it has had a second number (dup: a registration through one number
+	 * may outlive that number in the kernel, where the copy of the sets no longer sees it).
+	 */
+	bool et_never;
+	uint64_t edge_seen; /* the producer index its EPOLLET registration was last reported at */
+	uint32_t bells_told; /* the peer's doorbell count when the kernel's edges were last taken */
 	bool rx_told_paused; /* a receive returned during PAUSED: its end re-arms (san_sock_epoll_rearm_paused) */
 	/*
 	 * A wait that watched the ring itself reported data while our flag was down: X was not

@@ -478,8 +478,10 @@ SAN_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 		ret = san_sock_epoll_ctl(epfd, op, fd, ev);
 		if (ret != SAN_PASS) {
 			ret = (int)san_ret(ret);
-			if (ret == 0)
+			if (ret == 0) {
 				san_epshadow_ctl(epfd, op, fd, ev);
+				san_rxwatch_epoll_ctl(fd, op);
+			}
 			return ret;
 		}
 	}
@@ -487,11 +489,16 @@ SAN_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 	/* before its connect (nginx's upstream): kept for the candidate the connect makes */
 	if (unlikely(san_unconnected(fd)) && ret == 0)
 		san_ep_early_note(epfd, op, fd, ev);
-	/* the copy a wait reads switched connections' readiness from (ep_watch) */
-	if (ret == 0 && (unlikely(managed) || (op == EPOLL_CTL_DEL && san_epshadow_any())))
+	/*
+	 * The copy a wait reads switched connections' readiness from (ep_watch); a socket's not yet
+	 * connected too: they move to the connection its connect makes, and a watch of another
+	 * set must know of them (san_epshadow_watch_in).
+	 */
+	if (ret == 0 && (unlikely(managed) || unlikely(san_unconnected(fd)) ||
+			 (op == EPOLL_CTL_DEL && san_epshadow_any())))
 		san_epshadow_ctl(epfd, op, fd, ev);
-	if (ret == 0 && unlikely(managed) && op != EPOLL_CTL_ADD)
-		san_rxwatch_epoll_ctl(fd); /* (a set's copy in another process of a fork) */
+	if (ret == 0 && unlikely(managed))
+		san_rxwatch_epoll_ctl(fd, op); /* (a set's copy in another process of a fork) */
 	return ret;
 }
 
@@ -548,9 +555,37 @@ static bool ep_index_in(const int *v, int n, int k)
 }
 
 /*
- * A wait over a set with switched connections in it (level-triggered input, as the copy of
- * the set says): their readiness from their rings (preload/san_watch.h). -2: this set cannot be
- * watched so (the caller's path).
+ * Where the wait leaves each edge-triggered registration it watched: reported by the wait
+ * (put[j]), seen up to where its look found it; reported by the kernel (one of ev's first
+ * kernel_n entries has its data and input: a doorbell rung before the watch took them down),
+ * seen up to where the watch last looked. Either way the application, which reads an edge until EAGAIN, reads what
+ * came before; the next watch reports only what comes after (as TCP's next edge).
+ */
+static void ep_edges_seen(const struct san_epshadow_ent *ent,
+			  const struct san_watchset *x, const bool *put,
+			  const struct epoll_event *ev, int kernel_n, const uint32_t *bells)
+{
+	for (int j = 0; j < x->n; j++) {
+		const struct san_epshadow_ent *e = &ent[x->key[j]];
+
+		if (!x->w[j].edge)
+			continue;
+		if (put && put[j]) {
+			san_rxwatch_edge_told(&x->w[j], bells ? &bells[j] : NULL);
+			continue;
+		}
+		for (int k = 0; k < kernel_n; k++)
+			if (ev[k].data.u64 == e->ev.data.u64 && (ev[k].events & (EPOLLIN | EPOLLRDNORM))) {
+				san_rxwatch_edge_told(&x->w[j], bells ? &bells[j] : NULL);
+				break;
+			}
+	}
+}
+
+/*
+ * A wait over a set with switched connections in it (level-triggered input, and edge-triggered
+ * input where it is the fd's only registration, as the copy of the set says): their readiness
+ * from their rings (preload/san_watch.h). -2: this set cannot be watched so (the caller's path).
  */
 static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, int max, int ms)
 {
@@ -558,26 +593,37 @@ static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, in
 	struct san_watchset x;
 	struct ep_look l = { c, epfd, ev, max };
 	bool put[SAN_WATCH_MAX];
+	uint32_t bells[SAN_WATCH_MAX];
 	int n, r;
 
-	n = san_epshadow_level_in(epfd, ent, SAN_WATCH_MAX);
+	x.ctl_gen = san_rxwatch_ctl_gen();
+	n = san_epshadow_watch_in(epfd, ent, SAN_WATCH_MAX);
 	if (n <= 0 || n > SAN_WATCH_MAX)
 		return -2;
 	x.n = x.found = 0;
 	for (int i = 0; i < n; i++)
-		(void)san_watch_add(&x, ent[i].fd, i);
+		(void)san_watch_add(&x, ent[i].fd, i, ent[i].edge);
 	if (!x.n)
 		return -2;
 	switch (san_watch_spin(&x, ms, &ep_kernel_at[epfd & 63], ep_look, &l, &r)) {
 	case SAN_WATCH_KERNEL:
+		ep_edges_seen(ent, &x, NULL, ev, r, NULL);
+		san_watch_done(&x, NULL);
 		return r;
 	case SAN_WATCH_FOUND:
 		/*
 		 * A connection found ready whose registration asks for more than input (EPOLLOUT)
-		 * is reported whole: the kernel is asked, unless it just was.
+		 * is reported whole: the kernel is asked, unless it just was. (Not for an edge:
+		 * its EPOLLOUT is an edge of its own, which the kernel's next look reports.) An
+		 * edge found whose peer rang doorbells since the kernel's edges were last taken is
+		 * reported with a look too: the kernel's edge for them, taken later, would be a
+		 * second report of the same bytes.
 		 */
+		for (int j = 0; j < x.n; j++)
+			bells[j] = x.w[j].edge ? san_rxwatch_bells(&x.w[j]) : 0;
 		for (int j = 0; j < x.n && !x.looked; j++)
-			if (x.ready[j] && (ent[x.key[j]].ev.events & ~EP_FROM_RING)) {
+			if (x.ready[j] && (x.w[j].edge ? san_rxwatch_edge_rang(&x.w[j])
+						       : (ent[x.key[j]].ev.events & ~EP_FROM_RING) != 0)) {
 				x.looked = true;
 				if ((r = ep_look(&l)) < 0)
 					r = 0;
@@ -613,13 +659,17 @@ static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, in
 					put[j] = false;
 				}
 			}
+			ep_edges_seen(ent, &x, put, ev, kernel_n, x.looked ? bells : NULL);
 		}
 		san_watch_done(&x, put);
 		return r;
 	case SAN_WATCH_SLEEP:
 		break;
 	}
+	for (int j = 0; j < x.n; j++)
+		bells[j] = x.w[j].edge ? san_rxwatch_bells(&x.w[j]) : 0;
 	r = ep_real(c, epfd, ev, max, ms);
+	ep_edges_seen(ent, &x, NULL, ev, r, bells);
 	san_watch_slept(&x, r);
 	return r;
 }

@@ -11,11 +11,11 @@
  */
 #define WATCH_KERNEL_NS 50000u
 
-bool san_watch_add(struct san_watchset *x, int fd, int key)
+bool san_watch_add(struct san_watchset *x, int fd, int key, bool edge)
 {
 	bool ready = false;
 
-	if (x->n == SAN_WATCH_MAX || !san_rxwatch_begin(&x->w[x->n], fd, &ready))
+	if (x->n == SAN_WATCH_MAX || !san_rxwatch_begin(&x->w[x->n], fd, edge, x->ctl_gen, &ready))
 		return false;
 	x->key[x->n] = key;
 	x->ready[x->n] = ready;
@@ -78,7 +78,6 @@ enum san_watch_end san_watch_spin(struct san_watchset *x, int ms, uint64_t *kern
 		if (kernel_due(kernel_at, now) && (*kr = look(arg)) != 0) {
 			if (*kr > 0 && round > 1)
 				san_route_spin_found(x->until, round, *kr);
-			unwatch(x);
 			return SAN_WATCH_KERNEL;
 		}
 		if (!x->until || !san_route_spinning(x->until))

@@ -21,17 +21,22 @@ struct san_watchset {
 	bool ready[SAN_WATCH_MAX];
 	int found;
 	bool looked; /* a FOUND came with a look at the kernel (*kr is its answer) */
+	uint32_t ctl_gen; /* san_rxwatch_ctl_gen() before the caller looked at its set */
 	uint64_t start, until;
 };
 
-/* Watch fd for the caller's entry key (false: it cannot be, and is not counted). */
-bool san_watch_add(struct san_watchset *x, int fd, int key);
+/*
+ * Watch fd for the caller's entry key (false: it cannot be, and is not counted); edge: an
+ * edge-triggered registration, its fd's only one (san_rxwatch_begin, with x->ctl_gen).
+ */
+bool san_watch_add(struct san_watchset *x, int fd, int key, bool edge);
 
 enum san_watch_end {
 	SAN_WATCH_FOUND,  /* data in rings: x->ready says where; *kr what a look at the kernel
 			   * returned meanwhile (0: none; x->looked: whether there was one), to
 			   * report first */
-	SAN_WATCH_KERNEL, /* the kernel reported *kr (> 0, or an error): every watch ended */
+	SAN_WATCH_KERNEL, /* the kernel reported *kr (> 0, or an error), the rings nothing:
+			   * san_watch_done(x, NULL) ends the watches */
 	SAN_WATCH_SLEEP,  /* nothing: flags up, the caller sleeps in the kernel, then
 			   * san_watch_slept */
 };
@@ -45,7 +50,7 @@ enum san_watch_end {
 enum san_watch_end san_watch_spin(struct san_watchset *x, int ms, uint64_t *kernel_at,
 				  int (*look)(void *arg), void *arg, int *kr);
 
-/* After a FOUND: reported[i] (NULL: x->ready) says which the wait returned. */
+/* After a FOUND or a KERNEL: reported[i] (NULL: x->ready) says which the wait returned. */
 void san_watch_done(struct san_watchset *x, const bool *reported);
 
 /* After a SLEEP: the kernel returned r; the spin learns whether a longer one would have paid. */

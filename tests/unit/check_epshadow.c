@@ -1,6 +1,7 @@
 /*
  * tests/unit: core/san_epshadow — the copy of managed connections' epoll registrations that the
- * wait wrappers read readiness from (level-triggered input only), and the spin budget's rule
+ * wait wrappers read readiness from (level-triggered input, and edge-triggered input that is its
+ * fd's only registration), and the spin budget's rule
  * for a spin that ran out just before the data came (san_sock_spin_late).
  */
 #include <sys/epoll.h>
@@ -187,6 +188,80 @@ START_TEST(test_dup)
 }
 END_TEST
 
+/* The entry of fd among the n in out, or NULL. */
+static const struct san_epshadow_ent *ent_of(const struct san_epshadow_ent *out, int n, int fd)
+{
+	for (int i = 0; i < n; i++)
+		if (out[i].fd == fd)
+			return &out[i];
+	return NULL;
+}
+
+/*
+ * What a wait may watch: level-triggered input as before, and an EPOLLET registration only while
+ * it is its fd's only one in this process (another set, whose waiter may sleep in the kernel,
+ * needs the peer's doorbell per arrival) and no copy here is untrusted.
+ */
+START_TEST(test_watch_in_edges)
+{
+	struct san_epshadow_ent out[8];
+	const struct san_epshadow_ent *x;
+	struct epoll_event lt = ev_of(EPOLLIN, 1), et = ev_of(EPOLLIN | EPOLLOUT | EPOLLET, 2);
+	struct epoll_event et1 = ev_of(EPOLLIN | EPOLLET | EPOLLONESHOT, 3);
+	int n;
+
+	forget_all();
+	san_epshadow_ctl(5, EPOLL_CTL_ADD, 12, &lt);
+	san_epshadow_ctl(5, EPOLL_CTL_ADD, 13, &et);
+	san_epshadow_ctl(5, EPOLL_CTL_ADD, 14, &et1);
+	REQUIRE(san_epshadow_level_in(5, out, 8) == 1 && out[0].fd == 12 && !out[0].edge);
+	n = san_epshadow_watch_in(5, out, 8);
+	REQUIRE(n == 2 && ent_of(out, n, 12) && !ent_of(out, n, 12)->edge && !ent_of(out, n, 14));
+	x = ent_of(out, n, 13);
+	REQUIRE(x && x->edge);
+
+	/* in a second set too (level-triggered there): not watched edge-triggered, anywhere */
+	san_epshadow_ctl(6, EPOLL_CTL_ADD, 13, &lt);
+	n = san_epshadow_watch_in(5, out, 8);
+	REQUIRE(n == 1 && !ent_of(out, n, 13));
+	REQUIRE(san_epshadow_level_in(6, out, 8) == 1 && out[0].fd == 13);
+	san_epshadow_ctl(6, EPOLL_CTL_DEL, 13, NULL);
+	n = san_epshadow_watch_in(5, out, 8);
+	REQUIRE(n == 2 && (x = ent_of(out, n, 13)) && x->edge);
+	san_epshadow_ctl(6, EPOLL_CTL_ADD, 13, &et);
+	san_epshadow_forget(6); /* the second set closed */
+	n = san_epshadow_watch_in(5, out, 8);
+	REQUIRE(n == 2 && (x = ent_of(out, n, 13)) && x->edge);
+
+	/* an untrusted copy anywhere (a dup'd set): no edge is watched until it is closed */
+	san_epshadow_created(40);
+	san_epshadow_ctl(40, EPOLL_CTL_ADD, 20, &lt);
+	san_epshadow_dup(40, 41);
+	n = san_epshadow_watch_in(5, out, 8);
+	REQUIRE(n == 1 && !ent_of(out, n, 13));
+	san_epshadow_forget(40);
+	san_epshadow_forget(41);
+	n = san_epshadow_watch_in(5, out, 8);
+	REQUIRE(n == 2 && (x = ent_of(out, n, 13)) && x->edge);
+
+	/* the fd closed: it leaves the set; registered again, it is counted once */
+	san_epshadow_forget(13);
+	REQUIRE(san_epshadow_watch_in(5, out, 8) == 1 && !ent_of(out, 1, 13));
+	san_epshadow_ctl(5, EPOLL_CTL_ADD, 13, &et);
+	n = san_epshadow_watch_in(5, out, 8);
+	REQUIRE((x = ent_of(out, n, 13)) && x->edge);
+
+	/* a fork child's copies are inherited: no edge there */
+	san_epshadow_atfork_child();
+	REQUIRE(san_epshadow_watch_in(5, out, 8) == -1);
+	forget_all();
+	san_epshadow_ctl(5, EPOLL_CTL_ADD, 13, &et);
+	n = san_epshadow_watch_in(5, out, 8);
+	REQUIRE(n == 1 && out[0].edge); /* (all inherited copies closed: followed again) */
+	forget_all();
+}
+END_TEST
+
 /*
  * The spin budget: a spin that ran out before data that came within SANSWITCH_SPIN_US makes the
  * next spins about that long (1.5x); one the peer answered from this CPU, or later than
@@ -228,6 +303,7 @@ Suite *make_epshadow_suite(void)
 	tcase_add_test(tc, test_forget);
 	tcase_add_test(tc, test_fork_child);
 	tcase_add_test(tc, test_dup);
+	tcase_add_test(tc, test_watch_in_edges);
 	tcase_add_test(tc, test_spin_late);
 	suite_add_tcase(s, tc);
 	return s;
