@@ -124,14 +124,12 @@ bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool edge, uint32_t gen, b
 			/* no doorbell per commit while watched: the ring moving is the edge */
 			edges_down(s);
 			*ready = edge_ready(w);
-			if (!*ready)
-				san_shm_ring_cons_unarm(&s->rxr);
 		} else {
 			*ready = san_conn_rx_ready(s);
-			/* down: the peer commits without a doorbell (one it owes is counted, bells_due) */
-			if (!*ready)
-				san_shm_ring_cons_unarm(&s->rxr);
 		}
+		/* down: the peer commits without a doorbell (one it owes is counted, bells_due) */
+		if (!*ready)
+			san_shm_ring_cons_unarm(&s->rxr);
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (!ok) {
@@ -290,10 +288,11 @@ bool san_rxwatch_arm(struct san_rxwatch *w)
 		 * flag stays down: the doorbell per commit does its work.
 		 */
 		san_rxwatch_edges_up(s);
-		data = s->err || s->peer_fin || s->anchor_dead || edge_ready(w);
-		if (data && !s->err && !s->peer_fin && !s->anchor_dead)
+		if (s->err || s->peer_fin || s->anchor_dead)
+			data = true;
+		else if ((data = edge_ready(w)))
 			edges_down(s);
-		else if (!data)
+		else
 			san_rxwatch_quiet_end(s);
 	} else {
 		data = san_conn_rx_arm_quiet(s) != 0;

@@ -558,8 +558,9 @@ static bool ep_index_in(const int *v, int n, int k)
  * Where the wait leaves each edge-triggered registration it watched: reported by the wait
  * (put[j]), seen up to where its look found it; reported by the kernel (one of ev's first
  * kernel_n entries has its data and input: a doorbell rung before the watch took them down),
- * seen up to where the watch last looked. Either way the application, which reads an edge until EAGAIN, reads what
- * came before; the next watch reports only what comes after (as TCP's next edge).
+ * seen up to where the watch last looked. Either way the application, which reads an edge
+ * until EAGAIN, reads what came before; the next watch reports only what comes after (as TCP's
+ * next edge).
  */
 static void ep_edges_seen(const struct san_epshadow_ent *ent,
 			  const struct san_watchset *x, const bool *put,
@@ -567,19 +568,20 @@ static void ep_edges_seen(const struct san_epshadow_ent *ent,
 {
 	for (int j = 0; j < x->n; j++) {
 		const struct san_epshadow_ent *e = &ent[x->key[j]];
+		bool told = put && put[j];
 
-		if (!x->w[j].edge)
-			continue;
-		if (put && put[j]) {
+		for (int k = 0; !told && k < kernel_n; k++)
+			told = ev[k].data.u64 == e->ev.data.u64 && (ev[k].events & (EPOLLIN | EPOLLRDNORM));
+		if (x->w[j].edge && told)
 			san_rxwatch_edge_told(&x->w[j], bells ? &bells[j] : NULL);
-			continue;
-		}
-		for (int k = 0; k < kernel_n; k++)
-			if (ev[k].data.u64 == e->ev.data.u64 && (ev[k].events & (EPOLLIN | EPOLLRDNORM))) {
-				san_rxwatch_edge_told(&x->w[j], bells ? &bells[j] : NULL);
-				break;
-			}
 	}
+}
+
+/* The peer's doorbells so far, for each edge-triggered watch of x (ep_edges_seen's bells). */
+static void ep_edges_bells(const struct san_watchset *x, uint32_t *bells)
+{
+	for (int j = 0; j < x->n; j++)
+		bells[j] = x->w[j].edge ? san_rxwatch_bells(&x->w[j]) : 0;
 }
 
 /*
@@ -619,8 +621,7 @@ static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, in
 		 * reported with a look too: the kernel's edge for them, taken later, would be a
 		 * second report of the same bytes.
 		 */
-		for (int j = 0; j < x.n; j++)
-			bells[j] = x.w[j].edge ? san_rxwatch_bells(&x.w[j]) : 0;
+		ep_edges_bells(&x, bells);
 		for (int j = 0; j < x.n && !x.looked; j++)
 			if (x.ready[j] && (x.w[j].edge ? san_rxwatch_edge_rang(&x.w[j])
 						       : (ent[x.key[j]].ev.events & ~EP_FROM_RING) != 0)) {
@@ -666,8 +667,7 @@ static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, in
 	case SAN_WATCH_SLEEP:
 		break;
 	}
-	for (int j = 0; j < x.n; j++)
-		bells[j] = x.w[j].edge ? san_rxwatch_bells(&x.w[j]) : 0;
+	ep_edges_bells(&x, bells);
 	r = ep_real(c, epfd, ev, max, ms);
 	ep_edges_seen(ent, &x, NULL, ev, r, bells);
 	san_watch_slept(&x, r);

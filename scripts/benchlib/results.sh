@@ -81,28 +81,34 @@ rec() {
 	return 0
 }
 
-# bench_medians — MED[KEY,MODE]: the median of each metric's runs in each mode (the mean of the
-# middle two for an even count): whole numbers as they are, others to three significant digits
-# (at least the units).
-declare -A MED
-bench_medians() {
-	local k m v
-	MED=()
-	while IFS=, read -r k m v; do
-		MED[$k,$m]=$v
-	done < <(sort -t, -k1,1 -k2,2 -k4,4g "$RESULTS" | awk -F, '
+# medians_of [ratio] — "KEY,MODE,ROUND,VALUE" lines on stdin: "KEY,MODE,MEDIAN" for each key and
+# mode (the mean of the middle two for an even count): whole numbers as they are, others to
+# three significant digits (at least the units); with "ratio", two decimals.
+medians_of() {
+	sort -t, -k1,1 -k2,2 -k4,4g | awk -F, -v ratio="${1:-}" '
 		function flush() {
 			if (n == 0) return
 			m = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
 			printf "%s,%s,%s\n", key, mode, fmt(m)
 		}
 		function fmt(x) {
+			if (ratio) return sprintf("%.2f", x)
 			if (x == int(x) || x >= 100) return sprintf("%.0f", x) # counts (ms, req/s) stay whole
 			return x >= 10 ? sprintf("%.1f", x) : sprintf("%.2f", x)
 		}
 		$1 != key || $2 != mode { flush(); key = $1; mode = $2; n = 0 }
 		{ v[++n] = $4 }
-		END { flush() }')
+		END { flush() }'
+}
+
+# bench_medians — MED[KEY,MODE]: the median of each metric's runs in each mode (medians_of).
+declare -A MED
+bench_medians() {
+	local k m v
+	MED=()
+	while IFS=, read -r k m v; do
+		MED[$k,$m]=$v
+	done < <(medians_of <"$RESULTS")
 }
 
 # bench_ratios — RAT[KEY,MODE]: the median, over the rounds that measured both, of each round's
@@ -125,19 +131,9 @@ bench_ratios() {
 			for (x in val) {
 				split(x, f, ",")
 				b = base[f[1] "," f[3]]
-				if (b > 0) r[f[1] "," f[2]] = r[f[1] "," f[2]] " " val[x] / b
+				if (b > 0) printf "%s,%s,%s,%.17g\n", f[1], f[2], f[3], val[x] / b
 			}
-			for (km in r) {
-				n = split(substr(r[km], 2), a, " ")
-				for (i = 2; i <= n; i++) { # (a few values: insertion sort)
-					t = a[i]
-					for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]
-					a[j + 1] = t
-				}
-				m = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-				printf "%s,%.2f\n", km, m
-			}
-		}' "$RESULTS")
+		}' "$RESULTS" | medians_of ratio)
 }
 
 # bench_rows FORMAT — one line per measured TCP metric: label (unit), kernel, pass-through,

@@ -31,20 +31,13 @@ import sys
 import threading
 import time
 
+from sockx import recv_exact
+
 CONNS = int(os.environ.get("ET_CONNS", "20"))
 
 
 def flag(evs):
     return "IN" if evs else "none"
-
-
-def recv_exact(s, n):
-    got = 0
-    while got < n:
-        d = s.recv(n - got)
-        if not d:
-            raise SystemExit("unexpected EOF")
-        got += len(d)
 
 
 def pair():
