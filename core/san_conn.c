@@ -1774,7 +1774,19 @@ static void rx_take_bells(struct san_sock *s)
  * empty, so X never reads as empty while frames wait), arm, re-check. 1: something came
  * (do not sleep); 0: armed.
  */
+static int rx_arm(struct san_sock *s, bool tick);
+
 int san_conn_rx_arm(struct san_sock *s)
+{
+	return rx_arm(s, false);
+}
+
+int san_conn_rx_arm_tick(struct san_sock *s)
+{
+	return rx_arm(s, true);
+}
+
+static int rx_arm(struct san_sock *s, bool tick)
 {
 	struct san_shm_cons *c = &s->rxr;
 	int r;
@@ -1790,11 +1802,15 @@ int san_conn_rx_arm(struct san_sock *s)
 		/*
 		 * We took the doorbells: the data found must keep X readable if left unread; the
 		 * producer's doorbell does that when it took our flag first (bells_due counts it).
-		 * Not for an edge-triggered registration that was reported all of it already
-		 * (edge_seen): a new edge for bytes it chose to leave unread would wake it for
-		 * nothing, again at each tick (core/san_rxwatch.c).
+		 * Not by the quiet tick for an edge-triggered registration that was reported all
+		 * of it already (edge_seen): a new edge for bytes it chose to leave unread would
+		 * wake it for nothing, again at each tick (core/san_rxwatch.c). Every other arm
+		 * rings: X is also what poll, select, a fork's other process and waits the
+		 * preload cannot see take for "readable" (a poll after a read that left bytes
+		 * slept over them).
 		 */
-		if (!c->bell_coming && s->ylocal >= 0 && !(s->et_watch && c->prod == s->edge_seen))
+		if (!c->bell_coming && s->ylocal >= 0 &&
+		    !(tick && s->et_watch && c->prod == s->edge_seen))
 			ring_self(s);
 	}
 	/*

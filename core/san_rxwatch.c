@@ -79,7 +79,7 @@ static uint64_t prod_now(const struct san_rxwatch *w)
 static bool edge_ready(struct san_rxwatch *w)
 {
 	w->at = prod_now(w);
-	return w->at != w->seen && san_conn_rx_ready(w->s);
+	return w->at != w->s->edge_seen && san_conn_rx_ready(w->s);
 }
 
 /* epoll_ctl calls of managed fds so far (san_rxwatch_epoll_ctl): a watch's look at the sets is
@@ -119,7 +119,7 @@ bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool edge, uint32_t gen, b
 	}
 	if (ok) {
 		*w = (struct san_rxwatch){ .s = s, .prod = &s->rxr.sh->prod, .rd = &s->rxr.rd,
-					   .edge = edge, .seen = s->edge_seen };
+					   .edge = edge };
 		if (w->edge) {
 			/* no doorbell per commit while watched: the ring moving is the edge */
 			edges_down(s);
@@ -147,7 +147,7 @@ bool san_rxwatch_ready(struct san_rxwatch *w)
 
 	/* the peer's index against our cursor: equal, nothing new (a frame's bytes come with it) */
 	if (p == __atomic_load_n((const uint64_t *)w->rd, __ATOMIC_RELAXED) ||
-	    (w->edge && p == w->seen))
+	    (w->edge && p == __atomic_load_n(&s->edge_seen, __ATOMIC_RELAXED)))
 		return false;
 	san_sock_lock(s);
 	r = w->edge ? edge_ready(w) : san_conn_rx_ready(s);
@@ -290,8 +290,8 @@ bool san_rxwatch_arm(struct san_rxwatch *w)
 		san_rxwatch_edges_up(s);
 		if (s->err || s->peer_fin || s->anchor_dead)
 			data = true;
-		else if ((data = edge_ready(w)))
-			edges_down(s);
+		else if ((data = edge_ready(w)) && s->et_watch)
+			edges_down(s); /* (not if an epoll_ctl ended the hold meanwhile) */
 		else
 			san_rxwatch_quiet_end(s);
 	} else {
@@ -371,7 +371,7 @@ static void announce(uint32_t before)
 		if (quiet_before(s, before)) {
 			/* arm: the flag up if the application read the ring empty, else X rung */
 			if (s->rxr.sh)
-				(void)san_conn_rx_arm(s);
+				(void)(before == UINT32_MAX ? san_conn_rx_arm(s) : san_conn_rx_arm_tick(s));
 			san_rxwatch_quiet_end(s);
 		}
 		pthread_mutex_unlock(&s->lock);

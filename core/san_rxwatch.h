@@ -33,7 +33,6 @@ struct san_rxwatch {
 	const void *rd;	    /* our read cursor, likewise */
 	bool up;	    /* the flag is back up (san_rxwatch_arm) */
 	bool edge;	    /* for an edge-triggered registration: */
-	uint64_t seen;	    /* ... the producer index it was last reported at */
 	uint64_t at;	    /* ... the producer index of the look that found it ready */
 };
 

@@ -636,6 +636,8 @@ bool san_conn_peer_unread(struct san_sock *s);
 bool san_conn_ctrl_ahead(struct san_sock *s, uint8_t type);
 size_t san_conn_rx_bytes(struct san_sock *s);
 int san_conn_rx_arm(struct san_sock *s);
+/* ... by the quiet tick: not rung for what an edge-triggered watch reported already */
+int san_conn_rx_arm_tick(struct san_sock *s);
 int san_conn_rx_arm_quiet(struct san_sock *s);
 /*
  * Every sock of the process that want (NULL: any) takes, each with a reference (san_sock_put

@@ -15,6 +15,8 @@ event loop would (timeouts of 0, short ones that sleep, and long ones that a lat
   neighbour bytes left unread, reported once; a busy connection in the same set keeps the
             waits coming, with work between them longer than the library's 1 ms tick: no
             further edge for the idle one
+  poll after reported, then a full read that leaves bytes: poll and select say readable (the
+            quiet tick's arm leaves X unrung for reported bytes; no other arm may)
   to level  EPOLL_CTL_MOD to level-triggered with bytes unread: reported at every wait
   dup       a second number of the fd in a second set, whose waiter sleeps in the kernel
 "partial, at once" (the wait with timeout 0 right after the partial read) is printed apart: the
@@ -201,6 +203,21 @@ def case_dup(a, b, e):
     return r
 
 
+def case_poll_after(a, b, e):
+    """Reported, then a full read that leaves bytes (not a short one): poll() and select() on
+    the fd must say readable, at once and when asked to wait."""
+    a.sendall(b"v" * 100)
+    first = flag(e.poll(2))
+    recv_exact(b, 50)
+    p = select.poll()
+    p.register(b, select.POLLIN)
+    seq = [first, "poll" if p.poll(0) else "poll none", "poll" if p.poll(500) else "poll none",
+           "select" if select.select([b], [], [], 0)[0] else "select none"]
+    recv_exact(b, 50)
+    seq.append("poll" if p.poll(0) else "poll none")
+    return " ".join(seq)
+
+
 def case_to_level(a, b, e, fd):
     a.sendall(b"l" * 10)
     seq = [flag(e.poll(2))]
@@ -226,6 +243,7 @@ def one(seen):
         ("idle", case_idle(a, b, e)),
         ("two sets", case_two_sets(a, b, e)),
         ("neighbour", case_neighbour(a, b, e)),
+        ("poll after", case_poll_after(a, b, e)),
         ("to level", case_to_level(a, b, e, b.fileno())),
         ("dup", case_dup(a, b, e)),  # (last: a connection dup'd is never watched so again)
     ]
