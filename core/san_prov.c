@@ -90,6 +90,7 @@ void san_prov_name_conn(struct san_sock *s)
 }
 
 void san_prov_verbs_spin(void) __attribute__((weak));
+bool san_prov_verbs_sleep(bool begin) __attribute__((weak));
 void san_prov_verbs_exit(void) __attribute__((weak));
 void san_prov_verbs_exec(void) __attribute__((weak));
 bool san_prov_verbs_exec_wanted(void) __attribute__((weak));
@@ -115,6 +116,22 @@ void san_prov_spin(void)
 {
 	if (san_prov_verbs_spin)
 		san_prov_verbs_spin();
+}
+
+bool san_prov_sleep_begin(void)
+{
+	return san_prov_verbs_sleep && san_prov_verbs_sleep(true);
+}
+
+void san_prov_sleep_end(bool counted)
+{
+	if (counted)
+		(void)san_prov_verbs_sleep(false);
+}
+
+void san_prov_sleep_done(void *counted)
+{
+	san_prov_sleep_end(*(bool *)counted);
 }
 
 void san_prov_atfork_child(void)

@@ -195,6 +195,20 @@ void san_prov_name_conn(struct san_sock *s);
  */
 void san_prov_spin(void);
 /*
+ * A wait is about to sleep in the kernel (begin: true if counted, to pass to end) and is back.
+ * Providers whose completions another thread's spin may be taking without notice arrange that
+ * they wake someone while it sleeps (verbs: the CQs left unarmed are armed, docs/verbs.md §3,
+ * "Who polls"). One load when no such connection exists.
+ */
+bool san_prov_sleep_begin(void);
+void san_prov_sleep_end(bool counted);
+/*
+ * san_prov_sleep_end(*(bool *)counted), as a pthread_cleanup_push handler: the real poll,
+ * select and epoll_wait are cancellation points, and a thread cancelled asleep in one must be
+ * counted off too (SAN_SLEEPING in preload/san_wait.c).
+ */
+void san_prov_sleep_done(void *counted);
+/*
  * _exit(): what exit() does for queued frames in an atexit handler (verbs: they live in this
  * process, unlike TCP's socket buffers), done here too, without stdio. Bounded; no lock taken
  * that could be the interrupted thread's (it may run in a signal handler).

@@ -183,6 +183,14 @@ struct vconn {
 	struct v_held held[V_NRECV];
 	struct vconn *run_prev, *run_next; /* on the spinners' list while running */
 	bool on_run;
+	/*
+	 * Who takes the completions (docs/verbs.md §3, "Who polls"): an application thread whose
+	 * spin last took completions from the CQ at app_ns (san_sock_now_ns) owns it, and the
+	 * engine leaves it unarmed (no channel event, no engine wake-up per completion) while it
+	 * does; v_arm_t, the engine's tick, looks at the ones it left so.
+	 */
+	_Atomic bool unarmed;
+	_Atomic uint64_t app_ns;
 	/* ---- bulk (docs/verbs.md §4) ---- */
 	size_t bulk;		      /* bytes per direction of the area, as agreed at set-up */
 	struct san_verbs_region area; /* [bulk_tx, bulk_tx + 2 bulk): ours, then the mirror */
@@ -233,6 +241,21 @@ struct vconn {
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct vconn *running;
 static _Atomic int nrunning;
+
+/*
+ * Application threads asleep in a wait (san_prov_verbs_sleep): while one is, the engine arms
+ * every CQ it drains, as the sleeper may wait for what the next completion brings. And the
+ * connections whose CQ the engine left unarmed, for the sleepers to arm first.
+ */
+static _Atomic int v_sleepers;
+static _Atomic int v_nunarmed;
+/*
+ * The engine's tick while a CQ is left unarmed (one for the process, not one per connection: a
+ * busy server may own hundreds): kicks each such connection whose owner stopped spinning, for
+ * the engine to arm its CQ. Engine thread only; set up at first use, again after a fork.
+ */
+static ev_timer v_arm_t;
+static bool v_arm_t_ready;
 
 static void v_exit_flush(void);
 static _Atomic pid_t run_pid; /* the process whose connections are on the list */
@@ -408,6 +431,7 @@ static size_t v_area_off(void)
 }
 
 static void v_timer(struct ev_loop *loop, ev_timer *t, int revents);
+static void v_arm_tick(struct ev_loop *loop, ev_timer *t, int revents);
 
 static void v_rc_destroy(struct vconn *v);
 
@@ -1096,6 +1120,82 @@ static void v_down(struct vconn *v, int r)
 	pthread_cond_broadcast(&s->cond);
 }
 
+/*
+ * Completions taken, counted by who took them (the stats line's verbs_cq_engine and
+ * verbs_cq_app): how much of the data path runs in the application's own threads.
+ */
+static void v_taken(int n)
+{
+	if (n > 0)
+		san_stats_add(san_engine_on_thread() ? SAN_STAT_VCQ_ENGINE : SAN_STAT_VCQ_APP,
+			      (uint64_t)n);
+}
+
+/* The CQ's completions through on_msg (lock held): their number, or the transport's error. */
+static int v_take(struct vconn *v)
+{
+	int r;
+
+	v->in_poll = true;
+	r = san_verbs_poll(v->c, on_msg, v);
+	v->in_poll = false;
+	v_taken(r);
+	return r;
+}
+
+/*
+ * The CQ left unarmed (docs/verbs.md §3, "Who polls"): after the engine's drain, while an
+ * application thread spins on it and no thread sleeps in a wait, and the connection only
+ * runs (no MARK, ending or reset to drive). The engine's tick looks every V_ARM_TICK, and arms
+ * it once no application thread has spun on it for V_APP_NS; a thread that goes to sleep arms
+ * it first (san_prov_verbs_sleep). So a waiter the preload cannot see hears of new bytes within
+ * about 2 ms when its process's threads have stopped spinning, at once otherwise.
+ */
+#define V_APP_NS 1000000ull
+#define V_ARM_TICK 0.001
+
+static bool v_app_owns(struct vconn *v)
+{
+	struct san_sock *s = v->s;
+	uint64_t seen = atomic_load_explicit(&v->app_ns, memory_order_relaxed);
+
+	return san_engine_on_thread() && v->stage == V_RUNNING && !v->gone && !v->ending &&
+	       !v->mark_wait && !v->rst_held && !s->mark_due && !s->fin_pending && !s->err &&
+	       !s->proc->closing && seen && san_sock_now_ns() - seen < V_APP_NS;
+}
+
+/* The CQ is armed (or the connection needs it no more): off the unarmed count. Lock held. */
+static void v_armed(struct vconn *v)
+{
+	if (atomic_exchange(&v->unarmed, false))
+		atomic_fetch_sub(&v_nunarmed, 1);
+}
+
+/*
+ * Leave the CQ unarmed? (Engine thread, lock held, the CQ drained.) The flag goes up before
+ * the sleepers are counted, as a sleeper counts itself before it looks at the flags: one of
+ * the two sees the other (sequentially consistent), so a CQ is never left unarmed under a
+ * sleeper that did not arm it.
+ */
+static bool v_leave_unarmed(struct vconn *v)
+{
+	if (!v_app_owns(v))
+		return false;
+	if (!atomic_exchange(&v->unarmed, true))
+		atomic_fetch_add(&v_nunarmed, 1);
+	if (atomic_load(&v_sleepers))
+		return false; /* (the caller arms, and v_armed takes the flag down) */
+	if (!v_arm_t_ready) {
+		ev_init(&v_arm_t, v_arm_tick);
+		v_arm_t_ready = true;
+	}
+	if (!ev_is_active(&v_arm_t)) {
+		ev_timer_set(&v_arm_t, V_ARM_TICK, V_ARM_TICK);
+		san_ev.ev_timer_start(san_engine_loop(), &v_arm_t);
+	}
+	return true;
+}
+
 /* Take completions into rxr, send what waits, re-arm. Lock held. */
 static void v_progress(struct vconn *v)
 {
@@ -1105,9 +1205,7 @@ static void v_progress(struct vconn *v)
 		return;
 	(void)san_verbs_ack(v->c);
 	for (;;) {
-		v->in_poll = true;
-		r = san_verbs_poll(v->c, on_msg, v);
-		v->in_poll = false;
+		r = v_take(v);
 		if (r < 0 || v->fail) {
 			v_down(v, v->fail ? -EPROTO : r);
 			return;
@@ -1119,8 +1217,11 @@ static void v_progress(struct vconn *v)
 			ahead_retry(v);
 			continue;
 		}
+		if (v_leave_unarmed(v))
+			return;
 		if (san_verbs_arm(v->c) > 0)
 			continue;
+		v_armed(v);
 		return;
 	}
 }
@@ -1213,6 +1314,7 @@ static void v_end(struct ev_loop *loop, struct vconn *v)
 	san_ev.ev_io_stop(loop, &v->kick_w);
 	san_ev.ev_timer_stop(loop, &v->t);
 	san_sock_lock(s);
+	v_armed(v); /* (its tick stops; it is off the unarmed count) */
 	fallback = v->b && v->stage == V_WAIT_SWITCH;
 	if (v->rst_held)
 		v_rst_send(v); /* (the dup closes below: the RST must not wait for s->tcp's close) */
@@ -1306,6 +1408,31 @@ static void v_timer(struct ev_loop *loop, ev_timer *t, int revents)
 	san_ev.ev_timer_stop(loop, t);
 	pthread_mutex_unlock(&s->lock);
 	v_run(loop, v);
+}
+
+/*
+ * The CQs the engine left unarmed: each one no application thread has taken completions from
+ * for V_APP_NS, or every one while a thread sleeps (one that found run_lock busy could not arm
+ * them), gets a kick, and the engine's v_run for it arms it (v_progress decides). Not
+ * v_run here: it may end the connection, which takes run_lock. The tick stops when none is
+ * left unarmed.
+ */
+static void v_arm_tick(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	uint64_t now = san_sock_now_ns();
+
+	(void)revents;
+	if (!atomic_load(&v_nunarmed)) {
+		san_ev.ev_timer_stop(loop, t);
+		return;
+	}
+	pthread_mutex_lock(&run_lock);
+	for (struct vconn *v = running; v; v = v->run_next)
+		if (atomic_load(&v->unarmed) && v->kick >= 0 &&
+		    (atomic_load(&v_sleepers) ||
+		     now - atomic_load_explicit(&v->app_ns, memory_order_relaxed) >= V_APP_NS))
+			(void)eventfd_write(v->kick, 1);
+	pthread_mutex_unlock(&run_lock);
 }
 
 static void v_watch(void *arg)
@@ -1508,11 +1635,8 @@ static void v_flush_all(void)
  */
 static int v_poll_here(struct vconn *v)
 {
-	int r;
+	int r = v_take(v);
 
-	v->in_poll = true;
-	r = san_verbs_poll(v->c, on_msg, v);
-	v->in_poll = false;
 	if (r < 0 || v->fail) {
 		v_down(v, v->fail ? -EPROTO : r);
 		(void)eventfd_write(v->kick, 1); /* the engine ends it */
@@ -1527,14 +1651,20 @@ static int v_poll_here(struct vconn *v)
 	return r;
 }
 
-/* A cheap look at the CQ from a spinning application thread (lock held): no ack, no re-arm. */
+/*
+ * A cheap look at the CQ from a spinning application thread (lock held): no ack, no re-arm.
+ * A look that found completions makes the thread the CQ's owner for V_APP_NS (v_app_owns):
+ * spins too short for the round trip (the default's 50 us in a slow guest) find nothing, and
+ * leave the engine arming as it did, rather than an arm per sleep on the application's path.
+ */
 static void v_spin_poll(struct san_sock *s)
 {
 	struct vconn *v = s->pv;
 
 	if (!v || !v->c || v->gone || v->stage != V_RUNNING)
 		return;
-	(void)v_poll_here(v);
+	if (v_poll_here(v) > 0)
+		atomic_store_explicit(&v->app_ns, san_sock_now_ns(), memory_order_relaxed);
 }
 
 static void v_exit_flush(void)
@@ -1602,6 +1732,53 @@ void san_prov_verbs_spin(void)
 			pthread_mutex_unlock(&v->s->lock);
 		}
 	pthread_mutex_unlock(&run_lock);
+}
+
+/* Arm, from an application thread, a CQ the engine left unarmed (lock held). */
+static void v_arm_here(struct vconn *v)
+{
+	while (atomic_load(&v->unarmed) && v->c && !v->gone && san_verbs_arm(v->c) > 0 &&
+	       v_poll_here(v) >= 0)
+		;
+	v_armed(v);
+}
+
+/*
+ * An application thread is about to sleep in a wait (begin) or is back (!begin): while it
+ * sleeps, completions must wake someone, so every CQ left unarmed is armed first, and the
+ * engine arms the ones it drains meanwhile (v_leave_unarmed). True if counted as a sleeper
+ * (pass it back with !begin). Locks are only tried, as a spin's are (a wait may run in a
+ * signal handler that interrupted their holder): a CQ whose lock is busy is left to the
+ * engine, kicked to look again (its holder may be the engine itself, deciding before it saw
+ * this sleeper); with run_lock busy, to the engine's tick, within V_ARM_TICK.
+ */
+bool san_prov_verbs_sleep(bool begin);
+bool san_prov_verbs_sleep(bool begin)
+{
+	if (!begin) {
+		atomic_fetch_sub(&v_sleepers, 1);
+		return false;
+	}
+	/*
+	 * (Counted even with no connection running yet: a thread asleep since before the first
+	 * one is a sleeper all the same.)
+	 */
+	atomic_fetch_add(&v_sleepers, 1);
+	if (atomic_load(&v_nunarmed) && pthread_mutex_trylock(&run_lock) == 0) {
+		for (struct vconn *v = running; v; v = v->run_next) {
+			if (!atomic_load(&v->unarmed))
+				continue;
+			if (san_sock_trylock(v->s)) {
+				v_arm_here(v);
+				pthread_mutex_unlock(&v->s->lock);
+			} else if (v->kick >= 0) {
+				/* its holder may be the engine, deciding before it saw us: again */
+				(void)eventfd_write(v->kick, 1);
+			}
+		}
+		pthread_mutex_unlock(&run_lock);
+	}
+	return true;
 }
 
 static void v_closed(struct san_sock *s)
@@ -2233,6 +2410,7 @@ static int a_wait_credit(struct vconn *v, int ms)
 		struct pollfd p = { san_verbs_fd(v->c), POLLIN, 0 };
 		int r = san_verbs_poll(v->c, on_msg, v); /* B sends nothing before our SWITCH */
 
+		v_taken(r);
 		if (r < 0)
 			return r;
 		if (r > 0 || san_verbs_can_send(v->c))
@@ -3046,6 +3224,9 @@ static void v_atfork_child(void)
 		}
 	running = NULL; /* the parent's: not to be polled here */
 	atomic_store(&nrunning, 0);
+	atomic_store(&v_nunarmed, 0); /* (the parent's) */
+	atomic_store(&v_sleepers, 0); /* (the parent's other threads, not here) */
+	v_arm_t_ready = false;	      /* (the parent's loop's: this process builds its own) */
 	/* (the orphans are never freed here, and this process has pinned nothing yet) */
 	atomic_store(&area_extra, 0);
 	atomic_store(&rc_pinned, 0);

@@ -2735,12 +2735,15 @@ static int wait_fd(struct san_sock *s, int fd, short ev, int timeout_ms, bool af
 			       { peer ? s->tcp : -1,
 				 s->swapped ? POLLIN : s->rx == SK_RX_TCP ? 0 : POLLRDHUP, 0 } };
 	struct san_sig_mark sm;
+	bool sleeper;
 	int r;
 
 	if (after_upgrade && (r = san_sig_take_noted(timeout_ms >= 0)) != 0)
 		return r < 0 ? r : WAIT_RESTART; /* a handler ran during the upgrade */
 	san_sig_mark(&sm);
+	sleeper = timeout_ms != 0 && san_prov_sleep_begin();
 	r = san_sys_poll(p, peer ? 2 : 1, timeout_ms);
+	san_prov_sleep_end(sleeper);
 
 	if (r > 0 && p[1].revents) {
 		san_sock_lock(s);

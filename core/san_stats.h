@@ -39,6 +39,8 @@ enum san_stat {
 	SAN_STAT_VREG_MISSES = 16,	/* ... that had to be registered (or could not be) */
 	SAN_STAT_VAHEAD_RX_BYTES = 17,	/* of san_rx_bytes, READ into the mirror ahead of the
 					 * application's look (it was behind) */
+	SAN_STAT_VCQ_ENGINE = 18, /* verbs completions taken by the engine thread */
+	SAN_STAT_VCQ_APP = 19,	  /* ... and by application threads (in their own calls) */
 	SAN_STAT_NR,
 };
 

@@ -35,6 +35,8 @@ static const char *const san_stat_names[SAN_STAT_NR] = {
 	[SAN_STAT_VREG_HITS] = "verbs_reg_hits",
 	[SAN_STAT_VREG_MISSES] = "verbs_reg_misses",
 	[SAN_STAT_VAHEAD_RX_BYTES] = "verbs_ahead_rx_bytes",
+	[SAN_STAT_VCQ_ENGINE] = "verbs_cq_engine",
+	[SAN_STAT_VCQ_APP] = "verbs_cq_app",
 };
 /* clang-format on */
 

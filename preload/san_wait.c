@@ -5,6 +5,7 @@
 #include "core/san_rxwatch.h"
 #include "preload/san_watch.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <stdlib.h>
@@ -17,6 +18,21 @@
  * first polls without sleeping for SANSWITCH_SPIN_US, because the peer is on this host and
  * usually answers within that time; with none, every wait is one load and one branch.
  */
+
+/*
+ * R = CALL, a wait that may sleep in the kernel, as a counted sleeper when MAY_SLEEP
+ * (san_prov_sleep_begin: verbs arms the CQs an application thread's spin was taking): counted
+ * off however it ends, a thread cancelled in it too (the real waits are cancellation points).
+ * Only in a function of its own (the *_sleep ones below): the cleanup's setjmp would leave the
+ * caller's locals "clobbered".
+ */
+#define SAN_SLEEPING(may_sleep, r, call)                                             \
+	do {                                                                          \
+		bool sleeper_ = (may_sleep) && san_prov_sleep_begin();                \
+		pthread_cleanup_push(san_prov_sleep_done, &sleeper_);                   \
+		(r) = (call);                                                         \
+		pthread_cleanup_pop(1);                                               \
+	} while (0)
 
 static int ts_ms(const struct timespec *t)
 {
@@ -149,6 +165,15 @@ static int pcall_real(const struct pcall *c, struct pollfd *f, nfds_t n, bool no
  * entry makes the kernel see our copy of the array (pollx); a _chk call's size check is done
  * by the real _chk function on the caller's array only, so a short array is never copied.
  */
+/* pcall_real's wait that may sleep (SAN_SLEEPING). */
+static int pcall_sleep(const struct pcall *c, struct pollfd *f, nfds_t n, bool chk)
+{
+	int r;
+
+	SAN_SLEEPING(c->ms != 0, r, pcall_real(c, f, n, false, chk));
+	return r;
+}
+
 static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 {
 	struct pollx x = { fds, nfds, NULL };
@@ -182,7 +207,7 @@ static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 		r = pcall_real(c, x.f, x.n, true, chk);
 	}
 	if (r == 0)
-		r = pcall_real(c, x.f, x.n, false, chk);
+		r = pcall_sleep(c, x.f, x.n, chk);
 	if (x.f != fds) {
 		int e = errno;
 
@@ -330,6 +355,26 @@ static void sets_restore(const struct san_fdsets *s, int nfds, fd_set *r, fd_set
 		memcpy(e, &s->e, n);
 }
 
+/* The real select and pselect, when they may sleep (SAN_SLEEPING). */
+static int select_sleep(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds, struct timeval *timeout)
+{
+	int r;
+
+	SAN_SLEEPING(!timeout || timeout->tv_sec || timeout->tv_usec, r,
+		     SAN_REAL(select)(nfds, rfds, wfds, efds, timeout));
+	return r;
+}
+
+static int pselect_sleep(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
+			 const struct timespec *timeout, const sigset_t *sigmask)
+{
+	int r;
+
+	SAN_SLEEPING(ts_ms(timeout) != 0, r,
+		     SAN_REAL(pselect)(nfds, rfds, wfds, efds, timeout, sigmask));
+	return r;
+}
+
 SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds,
 		      fd_set *__restrict efds, struct timeval *__restrict timeout)
 {
@@ -366,7 +411,7 @@ SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds
 	}
 	if (unlikely(san_rxwatch_any_quiet()) && (!timeout || timeout->tv_sec || timeout->tv_usec))
 		san_rxwatch_announce(); /* as in poll_common */
-	return SAN_REAL(select)(nfds, rfds, wfds, efds, timeout);
+	return select_sleep(nfds, rfds, wfds, efds, timeout);
 }
 
 SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds,
@@ -401,7 +446,7 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 	}
 	if (unlikely(san_rxwatch_any_quiet()) && ts_ms(timeout) != 0)
 		san_rxwatch_announce(); /* as in poll_common */
-	return SAN_REAL(pselect)(nfds, rfds, wfds, efds, timeout, sigmask);
+	return pselect_sleep(nfds, rfds, wfds, efds, timeout, sigmask);
 }
 
 /*
@@ -520,6 +565,15 @@ static int ep_real(const struct epcall *c, int epfd, struct epoll_event *ev, int
 	if (c->pwait)
 		return c->pwait(epfd, ev, max, ms, c->mask);
 	return c->wait(epfd, ev, max, ms);
+}
+
+/* The kernel's wait that may sleep, the sleeper counted (SAN_SLEEPING). */
+static int ep_sleep(const struct epcall *c, int epfd, struct epoll_event *ev, int max, int ms)
+{
+	int r;
+
+	SAN_SLEEPING(ms != 0, r, ep_real(c, epfd, ev, max, ms));
+	return r;
 }
 
 /*
@@ -668,7 +722,7 @@ static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, in
 		break;
 	}
 	ep_edges_bells(&x, bells);
-	r = ep_real(c, epfd, ev, max, ms);
+	r = ep_sleep(c, epfd, ev, max, ms);
 	ep_edges_seen(ent, &x, NULL, ev, r, bells);
 	san_watch_slept(&x, r);
 	return r;
@@ -705,7 +759,7 @@ static int ep_wait_common(const struct epcall *c, int epfd, struct epoll_event *
 	}
 	if (san_rxwatch_any_quiet())
 		san_rxwatch_announce();
-	return ep_real(c, epfd, ev, max, ms);
+	return ep_sleep(c, epfd, ev, max, ms);
 }
 
 SAN_EXPORT int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)

@@ -79,6 +79,33 @@ stop "$SERVER_PID"
 unset SANSWITCH_LOG
 log "sockperf pp over verbs: p50 ${p50}us; $l"
 
+# ---- who polls the CQ: with a spin longer than the emulated round trip (SANSWITCH_SPIN_US=2000;
+# the default 50 us ends before a TCG guest's reply comes), the client's own thread takes most of
+# its completions and the engine thread few: the engine leaves the CQ unarmed while the
+# application spins on it (docs/verbs.md §3, "Who polls"). Three runs, judged on their sums: a
+# run's spin budget adapts (it halves after spins that found nothing, down to a sixteenth,
+# below the emulated round trip), so one run may go the engine's way; three may not.
+start_listener spin.srv pre 4 env SANSWITCH_SPIN_US=2000 sockperf sr --tcp -i "$addr" -p '{PORT}'
+app_sum=0 eng_sum=0
+for run in 1 2 3; do
+	as_t pre 60 env SANSWITCH_SPIN_US=2000 sockperf pp --tcp -i "$addr" -p "$SERVER_PORT" -t 2 -m 64 \
+		>"$TMP/spin$run.cli.out" 2>"$TMP/spin$run.cli.err" ||
+		{ show "$TMP/spin$run.cli.out" "$TMP/spin$run.cli.err"; fail "spin $run: sockperf pp failed"; }
+	sed 's/\x1b\[[0-9;]*m//g' "$TMP/spin$run.cli.out" "$TMP/spin$run.cli.err" >"$TMP/spin$run.txt"
+	grep -q '# dropped messages = 0; # duplicated messages = 0; # out-of-order messages = 0' "$TMP/spin$run.txt" ||
+		{ show "$TMP/spin$run.txt" "$TMP/spin.srv.err"; fail "spin $run: messages dropped, duplicated or reordered"; }
+	l=$(stats_line "$TMP/spin$run.cli.err") || exit 1
+	[ "$(field "$l" switched_verbs)" -ge 1 ] || fail "spin $run: client not switched onto verbs: $l"
+	app=$(field "$l" verbs_cq_app)
+	eng=$(field "$l" verbs_cq_engine)
+	app_sum=$((app_sum + app)) eng_sum=$((eng_sum + eng))
+	p50=$(sed -n 's/.*percentile 50\.000 = *\([0-9.]*\).*/\1/p' "$TMP/spin$run.txt")
+	log "spin $run: p50 ${p50}us; completions taken by the application $app, by the engine $eng"
+done
+stop "$SERVER_PID"
+[ "$app_sum" -gt "$eng_sum" ] ||
+	fail "spin: in 3 runs the engine thread took $eng_sum completions, the client's own thread $app_sum (expected most by the application's)"
+
 # ---- a peer killed mid-transfer: the server's connection ends (reset or EOF) at once
 start_server kill.srv pre --conns-total 1 -t 60 -a "$addr"
 spawn kill.cli pre "$SANVERIFY" client -a "$addr" -p "$SERVER_PORT" -c 1 -b 1G -s 31 -t 60
