@@ -198,7 +198,8 @@ void san_prov_spin(void);
  * A wait is about to sleep in the kernel (begin: true if counted, to pass to end) and is back.
  * Providers whose completions another thread's spin may be taking without notice arrange that
  * they wake someone while it sleeps (verbs: the CQs left unarmed are armed, docs/verbs.md §3,
- * "Who polls"). One load when no such connection exists.
+ * "Who polls"). Two atomic operations on a counter of the process's sleepers; not the
+ * engine thread's waits.
  */
 bool san_prov_sleep_begin(void);
 void san_prov_sleep_end(bool counted);

@@ -191,6 +191,7 @@ struct vconn {
 	 */
 	_Atomic bool unarmed;
 	_Atomic uint64_t app_ns;
+	uint32_t rx_msgs; /* messages received (on_msg), for a spin to see it took one */
 	/* ---- bulk (docs/verbs.md §4) ---- */
 	size_t bulk;		      /* bytes per direction of the area, as agreed at set-up */
 	struct san_verbs_region area; /* [bulk_tx, bulk_tx + 2 bulk): ours, then the mirror */
@@ -247,15 +248,15 @@ static _Atomic int nrunning;
  * every CQ it drains, as the sleeper may wait for what the next completion brings. And the
  * connections whose CQ the engine left unarmed, for the sleepers to arm first.
  */
-static _Atomic int v_sleepers;
-static _Atomic int v_nunarmed;
+static _Atomic int v_sleepers __attribute__((aligned(64))); /* (every wait's: a line of its own) */
+static _Atomic int v_nunarmed __attribute__((aligned(64)));
 /*
  * The engine's tick while a CQ is left unarmed (one for the process, not one per connection: a
  * busy server may own hundreds): kicks each such connection whose owner stopped spinning, for
  * the engine to arm its CQ. Engine thread only; set up at first use, again after a fork.
  */
 static ev_timer v_arm_t;
-static bool v_arm_t_ready;
+static struct ev_loop *v_arm_loop; /* the loop it was set up for (none after a fork) */
 
 static void v_exit_flush(void);
 static _Atomic pid_t run_pid; /* the process whose connections are on the list */
@@ -1065,6 +1066,7 @@ static int on_msg(void *arg, const void *msg, size_t len)
 
 	if (len < SAN_HDR_LEN || len > V_MAX_MSG)
 		return -EPROTO;
+	v->rx_msgs++;
 	type = ((const struct san_wire_hdr *)msg)->type;
 	if (type == SAN_T_RCV_WINDOW && v->win_cap)
 		/* (B's first comes before its SWITCH; an older peer never sends one) */
@@ -1185,9 +1187,10 @@ static bool v_leave_unarmed(struct vconn *v)
 		atomic_fetch_add(&v_nunarmed, 1);
 	if (atomic_load(&v_sleepers))
 		return false; /* (the caller arms, and v_armed takes the flag down) */
-	if (!v_arm_t_ready) {
+	if (v_arm_loop != san_engine_loop()) {
+		/* first use, or an engine built again (after san_engine_stop): not active there */
 		ev_init(&v_arm_t, v_arm_tick);
-		v_arm_t_ready = true;
+		v_arm_loop = san_engine_loop();
 	}
 	if (!ev_is_active(&v_arm_t)) {
 		ev_timer_set(&v_arm_t, V_ARM_TICK, V_ARM_TICK);
@@ -1653,17 +1656,21 @@ static int v_poll_here(struct vconn *v)
 
 /*
  * A cheap look at the CQ from a spinning application thread (lock held): no ack, no re-arm.
- * A look that found completions makes the thread the CQ's owner for V_APP_NS (v_app_owns):
- * spins too short for the round trip (the default's 50 us in a slow guest) find nothing, and
- * leave the engine arming as it did, rather than an arm per sleep on the application's path.
+ * A look that took a message from the peer makes the thread the CQ's owner for V_APP_NS
+ * (v_app_owns). Not any completion: its own sends' complete within a spin of any length, and
+ * a spin too short for the peer's answer (the default's 50 us in a slow guest) would then
+ * own the CQ and arm it at each sleep on the application's path, the tick running besides:
+ * 35 % on a 64 B ping-pong's p50 under TCG (docs/measurements.md, "Over Soft-RoCE").
  */
 static void v_spin_poll(struct san_sock *s)
 {
 	struct vconn *v = s->pv;
+	uint32_t seen;
 
 	if (!v || !v->c || v->gone || v->stage != V_RUNNING)
 		return;
-	if (v_poll_here(v) > 0)
+	seen = v->rx_msgs;
+	if (v_poll_here(v) > 0 && v->rx_msgs != seen)
 		atomic_store_explicit(&v->app_ns, san_sock_now_ns(), memory_order_relaxed);
 }
 
@@ -1723,15 +1730,24 @@ void san_prov_verbs_exec(void)
 void san_prov_verbs_spin(void);
 void san_prov_verbs_spin(void)
 {
-	if (!atomic_load_explicit(&nrunning, memory_order_relaxed) ||
-	    pthread_mutex_trylock(&run_lock) != 0)
+	int cs;
+
+	if (!atomic_load_explicit(&nrunning, memory_order_relaxed))
 		return;
-	for (struct vconn *v = running; v; v = v->run_next)
-		if (san_sock_trylock(v->s)) {
-			v_spin_poll(v->s);
-			pthread_mutex_unlock(&v->s->lock);
-		}
-	pthread_mutex_unlock(&run_lock);
+	/*
+	 * No cancellation in here: the pump's writes and rdma-core's (a post, an arm) are
+	 * cancellation points, and a thread must not leave with run_lock or a sock's lock held.
+	 */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	if (pthread_mutex_trylock(&run_lock) == 0) {
+		for (struct vconn *v = running; v; v = v->run_next)
+			if (san_sock_trylock(v->s)) {
+				v_spin_poll(v->s);
+				pthread_mutex_unlock(&v->s->lock);
+			}
+		pthread_mutex_unlock(&run_lock);
+	}
+	pthread_setcancelstate(cs, NULL);
 }
 
 /* Arm, from an application thread, a CQ the engine left unarmed (lock held). */
@@ -1755,16 +1771,30 @@ static void v_arm_here(struct vconn *v)
 bool san_prov_verbs_sleep(bool begin);
 bool san_prov_verbs_sleep(bool begin)
 {
+	int cs, n;
+
 	if (!begin) {
-		atomic_fetch_sub(&v_sleepers, 1);
+		/*
+		 * (Never below 0: a fork in a signal handler that interrupted a counted wait makes
+		 * a child whose count starts at 0, and that wait's end comes there.)
+		 */
+		n = atomic_load(&v_sleepers);
+		while (n > 0 && !atomic_compare_exchange_weak(&v_sleepers, &n, n - 1))
+			;
 		return false;
 	}
+	if (san_engine_on_thread())
+		return false; /* (its waits are its loop's: it arms what it leaves) */
 	/*
 	 * (Counted even with no connection running yet: a thread asleep since before the first
 	 * one is a sleeper all the same.)
 	 */
 	atomic_fetch_add(&v_sleepers, 1);
-	if (atomic_load(&v_nunarmed) && pthread_mutex_trylock(&run_lock) == 0) {
+	if (!atomic_load(&v_nunarmed))
+		return true;
+	/* no cancellation while locks are held: as in san_prov_verbs_spin */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
+	if (pthread_mutex_trylock(&run_lock) == 0) {
 		for (struct vconn *v = running; v; v = v->run_next) {
 			if (!atomic_load(&v->unarmed))
 				continue;
@@ -1778,6 +1808,7 @@ bool san_prov_verbs_sleep(bool begin)
 		}
 		pthread_mutex_unlock(&run_lock);
 	}
+	pthread_setcancelstate(cs, NULL);
 	return true;
 }
 
@@ -3226,7 +3257,7 @@ static void v_atfork_child(void)
 	atomic_store(&nrunning, 0);
 	atomic_store(&v_nunarmed, 0); /* (the parent's) */
 	atomic_store(&v_sleepers, 0); /* (the parent's other threads, not here) */
-	v_arm_t_ready = false;	      /* (the parent's loop's: this process builds its own) */
+	v_arm_loop = NULL;	      /* (the parent's: this process builds its own, maybe there) */
 	/* (the orphans are never freed here, and this process has pinned nothing yet) */
 	atomic_store(&area_extra, 0);
 	atomic_store(&rc_pinned, 0);

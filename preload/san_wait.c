@@ -16,7 +16,9 @@
  * peer rings it when data comes, drains its plugs when ring space frees (docs/engine.md §5).
  * So waits need no translation, but for one case: a pure sender's full ring (pollx below). While switched connections exist, a wait that would sleep
  * first polls without sleeping for SANSWITCH_SPIN_US, because the peer is on this host and
- * usually answers within that time; with none, every wait is one load and one branch.
+ * usually answers within that time; with none, a wait that does not sleep is one load and one
+ * branch, one that may sleep counts itself a sleeper around the kernel's wait (SAN_SLEEPING:
+ * two atomic operations and a cleanup handler's registration, beside a system call).
  */
 
 /*
@@ -732,7 +734,7 @@ static int ep_wait_common(const struct epcall *c, int epfd, struct epoll_event *
 			  int ms)
 {
 	if (likely(!san_any_switched()))
-		return ep_real(c, epfd, ev, max, ms);
+		return ep_sleep(c, epfd, ev, max, ms); /* (a sleeper before the first switch too) */
 	/*
 	 * No spin (SANSWITCH_SPIN_US=0): the flags stay up, the kernel says it all. A wait that
 	 * does not wait (timeout 0) looks at the rings once: the quiet ones' data is there only.
