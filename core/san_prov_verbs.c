@@ -185,7 +185,7 @@ struct vconn {
 	bool on_run;
 	/*
 	 * Who takes the completions (docs/verbs.md §3, "Who polls"): an application thread whose
-	 * spin last took completions from the CQ at app_ns (san_sock_now_ns) owns it, and the
+	 * spin last took a message from the CQ at app_ns (san_sock_now_ns) owns it, and the
 	 * engine leaves it unarmed (no channel event, no engine wake-up per completion) while it
 	 * does; v_arm_t, the engine's tick, looks at the ones it left so.
 	 */
@@ -1149,7 +1149,7 @@ static int v_take(struct vconn *v)
  * The CQ left unarmed (docs/verbs.md §3, "Who polls"): after the engine's drain, while an
  * application thread spins on it and no thread sleeps in a wait, and the connection only
  * runs (no MARK, ending or reset to drive). The engine's tick looks every V_ARM_TICK, and arms
- * it once no application thread has spun on it for V_APP_NS; a thread that goes to sleep arms
+ * it once no application thread's spin has taken a message from it for V_APP_NS; a thread that goes to sleep arms
  * it first (san_prov_verbs_sleep). So a waiter the preload cannot see hears of new bytes within
  * about 2 ms when its process's threads have stopped spinning, at once otherwise.
  */
@@ -1317,7 +1317,7 @@ static void v_end(struct ev_loop *loop, struct vconn *v)
 	san_ev.ev_io_stop(loop, &v->kick_w);
 	san_ev.ev_timer_stop(loop, &v->t);
 	san_sock_lock(s);
-	v_armed(v); /* (its tick stops; it is off the unarmed count) */
+	v_armed(v); /* (off the unarmed count: the tick stops when none is left) */
 	fallback = v->b && v->stage == V_WAIT_SWITCH;
 	if (v->rst_held)
 		v_rst_send(v); /* (the dup closes below: the RST must not wait for s->tcp's close) */
@@ -1414,7 +1414,7 @@ static void v_timer(struct ev_loop *loop, ev_timer *t, int revents)
 }
 
 /*
- * The CQs the engine left unarmed: each one no application thread has taken completions from
+ * The CQs the engine left unarmed: each one no application thread has taken a message from
  * for V_APP_NS, or every one while a thread sleeps (one that found run_lock busy could not arm
  * them), gets a kick, and the engine's v_run for it arms it (v_progress decides). Not
  * v_run here: it may end the connection, which takes run_lock. The tick stops when none is

@@ -160,13 +160,6 @@ static int pcall_real(const struct pcall *c, struct pollfd *f, nfds_t n, bool no
 	return SAN_REAL(poll)(f, n, now ? 0 : c->ms);
 }
 
-/*
- * While switched connections exist, spin on the kernel's answer first, then sleep. (Watching the
- * rings, as epoll_wait does, made curl's fetches from nginx stall by tens of milliseconds each in
- * t_app_nginx, for a reason not found yet: docs/performance.md.) A muted
- * entry makes the kernel see our copy of the array (pollx); a _chk call's size check is done
- * by the real _chk function on the caller's array only, so a short array is never copied.
- */
 /* pcall_real's wait that may sleep (SAN_SLEEPING). */
 static int pcall_sleep(const struct pcall *c, struct pollfd *f, nfds_t n, bool chk)
 {
@@ -176,6 +169,13 @@ static int pcall_sleep(const struct pcall *c, struct pollfd *f, nfds_t n, bool c
 	return r;
 }
 
+/*
+ * While switched connections exist, spin on the kernel's answer first, then sleep. (Watching the
+ * rings, as epoll_wait does, made curl's fetches from nginx stall by tens of milliseconds each in
+ * t_app_nginx, for a reason not found yet: docs/performance.md.) A muted
+ * entry makes the kernel see our copy of the array (pollx); a _chk call's size check is done
+ * by the real _chk function on the caller's array only, so a short array is never copied.
+ */
 static int poll_common(const struct pcall *c, struct pollfd *fds, nfds_t nfds)
 {
 	struct pollx x = { fds, nfds, NULL };
@@ -357,29 +357,30 @@ static void sets_restore(const struct san_fdsets *s, int nfds, fd_set *r, fd_set
 		memcpy(e, &s->e, n);
 }
 
-/* The real select and pselect, when they may sleep (SAN_SLEEPING). */
-static int select_sleep(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds, struct timeval *timeout)
+/* The real select and pselect, a sleeper counted when they may sleep (SAN_SLEEPING). */
+static int select_sleep(bool may_sleep, int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
+			struct timeval *timeout)
 {
 	int r;
 
-	SAN_SLEEPING(!timeout || timeout->tv_sec || timeout->tv_usec, r,
-		     SAN_REAL(select)(nfds, rfds, wfds, efds, timeout));
+	SAN_SLEEPING(may_sleep, r, SAN_REAL(select)(nfds, rfds, wfds, efds, timeout));
 	return r;
 }
 
-static int pselect_sleep(int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
+static int pselect_sleep(bool may_sleep, int nfds, fd_set *rfds, fd_set *wfds, fd_set *efds,
 			 const struct timespec *timeout, const sigset_t *sigmask)
 {
 	int r;
 
-	SAN_SLEEPING(ts_ms(timeout) != 0, r,
-		     SAN_REAL(pselect)(nfds, rfds, wfds, efds, timeout, sigmask));
+	SAN_SLEEPING(may_sleep, r, SAN_REAL(pselect)(nfds, rfds, wfds, efds, timeout, sigmask));
 	return r;
 }
 
 SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds,
 		      fd_set *__restrict efds, struct timeval *__restrict timeout)
 {
+	bool may_sleep;
+
 	if (unlikely(san_sock_any_untouched()))
 		touch_fdsets(nfds, rfds, wfds);
 	if (unlikely(select_muted(nfds, wfds))) {
@@ -411,15 +412,18 @@ SAN_EXPORT int select(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds
 			sets_restore(&saved, nfds, rfds, wfds, efds);
 		}
 	}
-	if (unlikely(san_rxwatch_any_quiet()) && (!timeout || timeout->tv_sec || timeout->tv_usec))
+	may_sleep = !timeout || timeout->tv_sec || timeout->tv_usec;
+	if (unlikely(san_rxwatch_any_quiet()) && may_sleep)
 		san_rxwatch_announce(); /* as in poll_common */
-	return select_sleep(nfds, rfds, wfds, efds, timeout);
+	return select_sleep(may_sleep, nfds, rfds, wfds, efds, timeout);
 }
 
 SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfds,
 		       fd_set *__restrict efds, const struct timespec *__restrict timeout,
 		       const sigset_t *__restrict sigmask)
 {
+	bool may_sleep;
+
 	if (unlikely(san_sock_any_untouched()))
 		touch_fdsets(nfds, rfds, wfds);
 	if (unlikely(select_muted(nfds, wfds))) {
@@ -446,9 +450,10 @@ SAN_EXPORT int pselect(int nfds, fd_set *__restrict rfds, fd_set *__restrict wfd
 			sets_restore(&saved, nfds, rfds, wfds, efds);
 		}
 	}
-	if (unlikely(san_rxwatch_any_quiet()) && ts_ms(timeout) != 0)
+	may_sleep = ts_ms(timeout) != 0;
+	if (unlikely(san_rxwatch_any_quiet()) && may_sleep)
 		san_rxwatch_announce(); /* as in poll_common */
-	return pselect_sleep(nfds, rfds, wfds, efds, timeout, sigmask);
+	return pselect_sleep(may_sleep, nfds, rfds, wfds, efds, timeout, sigmask);
 }
 
 /*
