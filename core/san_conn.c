@@ -299,7 +299,7 @@ static uint64_t window_room(struct san_sock *s)
 	if (r < 0 || !san_shm_ring_peer_window(&s->txr))
 		return UINT64_MAX; /* none; or broken: the send finds that out itself */
 	limit = window_limit(s);
-	used = s->txr.prod - cons;
+	used = san_shm_ring_prod_unreleased(&s->txr, cons);
 	return used < limit ? limit - used : 0;
 }
 
@@ -736,11 +736,11 @@ static size_t move_room(struct san_sock *s, size_t n)
 		return 0;
 	while (fit < n) {
 		struct san_msg m = { .type = SAN_T_DATA };
-		uint64_t flen, tail = p->size - (at & (p->size - 1)), need;
+		uint64_t flen, need;
 
 		m.u.data.payload_len = (uint32_t)(n - fit < chunk_max(s) ? n - fit : chunk_max(s));
 		flen = san_frame_len((uint32_t)san_msg_size(&m));
-		need = flen + (flen > tail ? tail : 0);
+		need = flen + san_shm_ring_prod_pad(p, at, flen, at == p->prod);
 		if (need > room)
 			break;
 		room -= need;

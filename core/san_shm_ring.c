@@ -160,6 +160,61 @@ static uint64_t san_shm_prod_room(const struct san_shm_prod *p)
 	return p->size - (p->prod - p->cons);
 }
 
+void san_shm_ring_prod_rewind(struct san_shm_prod *p, uint64_t at)
+{
+	if (at && (at < SAN_SHM_RING_MIN || at > p->size / 2 || (at & (at - 1))))
+		at = 0;
+	p->rewind_at = at;
+	p->rewind_look = 0;
+}
+
+uint64_t san_shm_ring_prod_unreleased(const struct san_shm_prod *p, uint64_t cons)
+{
+	uint64_t used = p->prod - cons;
+
+	/* (a PAD of held frames that were dropped lies beyond prod: nothing to take off) */
+	if (cons < p->skip_to && p->skip_to <= p->prod)
+		used -= p->skip_to - (cons > p->skip_from ? cons : p->skip_from);
+	return used;
+}
+
+/* Unread bytes that look like the reply being written rather than a stream (rewind_pad). */
+#define REWIND_FEW 4096u
+
+/*
+ * The PAD of a rewind for a frame of flen bytes (san_shm_ring_prod_rewind), or 0: the ring
+ * empty, as far as a look at the consumer's index says, and the frame fits before here (so
+ * the room the PAD leaves holds it). Only an -EPROTO from that look is an error.
+ */
+static int rewind_pad(struct san_shm_prod *p, uint32_t flen, uint64_t *pad)
+{
+	uint64_t off = p->prod & (p->size - 1);
+	int err;
+
+	*pad = 0;
+	if (!p->rewind_at || off < p->rewind_at || flen > off || p->prod < p->rewind_look)
+		return 0;
+	if (p->cons != p->prod) {
+		err = san_shm_prod_refresh(p);
+		if (err)
+			return err;
+		if (p->cons != p->prod) {
+			/*
+			 * Bytes unread. A few: most likely the frames of this reply so far (a
+			 * header, then its body), and the next reply's first frame finds the
+			 * ring empty: look at the next frame. More: a stream, which would find
+			 * bytes unread at every frame: look again only a little later. (A fixed
+			 * distance alone can alias with a reply's frames: nginx's 288 + 96 bytes
+			 * met the body every time.)
+			 */
+			p->rewind_look = p->prod + (p->prod - p->cons <= REWIND_FEW ? 0 : p->rewind_at / 64);
+			return 0;
+		}
+	}
+	*pad = p->size - off;
+	return 0;
+}
+
 int san_shm_ring_prod_reserve(struct san_shm_prod *p, uint32_t msg_len, void **buf)
 {
 	uint64_t pad;
@@ -169,6 +224,8 @@ int san_shm_ring_prod_reserve(struct san_shm_prod *p, uint32_t msg_len, void **b
 	if (p->err)
 		return p->err;
 	err = san_shm_prod_need(p, msg_len, &pad, &flen);
+	if (!err && !pad)
+		err = rewind_pad(p, flen, &pad);
 	if (err)
 		return err;
 	if (san_shm_prod_room(p) < pad + flen) {
@@ -279,6 +336,8 @@ static int prod_commit(struct san_shm_prod *p, bool look)
 		struct san_shm_pad pad = { htobe32(SAN_SHM_PAD_MAGIC), seq_be };
 
 		memcpy(p->data + (p->prod & mask), &pad, sizeof(pad));
+		p->skip_from = p->prod;
+		p->skip_to = p->prod + p->res_pad;
 	}
 	p->prod += p->res_pad + (uint64_t)n;
 	p->seq++;

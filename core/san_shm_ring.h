@@ -251,6 +251,14 @@ struct san_shm_prod {
 	bool unhashed;	    /* the consumer takes frames without a hash (SAN_CAP_UNHASHED) */
 	uint64_t hold_prod; /* with hold: prod and seq where it began */
 	uint32_t hold_seq;
+	/*
+	 * Rewind (san_shm_ring_prod_rewind): 0, or the data-area offset past which a frame
+	 * written into an empty ring goes to offset 0 instead, behind a PAD over the rest.
+	 */
+	uint64_t rewind_at;
+	uint64_t rewind_look; /* no look at cons for a rewind before prod reaches this */
+	uint64_t skip_from;   /* the last PAD: [skip_from, skip_to), no message in it */
+	uint64_t skip_to;
 };
 
 /* Consumer handle: private to the consuming process. Fields are read-only for callers. */
@@ -333,6 +341,43 @@ int san_shm_ring_prod_attach(struct san_shm_prod *p, void *base, size_t map_len,
 int san_shm_ring_cons_attach(struct san_shm_cons *c, void *base, size_t map_len, uint32_t max_msg);
 
 /* ---- producer ------------------------------------------------------------------------------ */
+
+/*
+ * Keep an empty ring's traffic near its start: a frame reserved while nothing is unread and
+ * the position is at or past data-area offset at (a power of two, at least 4 KiB, at most half
+ * the data area) goes to offset 0, behind a PAD over the rest, as a frame that does not fit
+ * before the end does. A request and its reply then reuse the same few pages and cache lines
+ * instead of walking the whole data area, whose pages a new connection would otherwise fault
+ * in one by one, in both processes. The consumer needs nothing new: it takes a PAD wherever it
+ * is. The producer looks at the consumer's index for it only past at; after a look that found
+ * more than 4 KiB unread (a stream, not the reply being written), not again before another
+ * at / 64 bytes (one cache-line transfer per KiB of a stream at shm's 64 KiB). 0 turns it off
+ * (the default).
+ */
+void san_shm_ring_prod_rewind(struct san_shm_prod *p, uint64_t at);
+
+/*
+ * The PAD a frame of flen bytes at position at may need before it, as a reserve counts it: the
+ * tail when the frame does not fit before the end; and for the first frame into an empty ring
+ * (first) also when a rewind may take it to the start. An upper bound for planning (a rewind
+ * also waits for a look at the consumer's index to find the ring empty).
+ */
+static inline uint64_t san_shm_ring_prod_pad(const struct san_shm_prod *p, uint64_t at,
+					     uint64_t flen, bool first)
+{
+	uint64_t off = at & (p->size - 1), tail = p->size - off;
+
+	if (flen > tail || (first && p->rewind_at && off >= p->rewind_at && flen <= off))
+		return tail;
+	return 0;
+}
+
+/*
+ * Ring bytes not yet released by a consumer at index cons: prod - cons, less what is left
+ * unreleased of the last PAD (it holds no message, and a rewind's spans most of the ring: a
+ * sender that bounds its unread bytes by SO_SNDBUF and SO_RCVBUF counts frames only).
+ */
+uint64_t san_shm_ring_prod_unreleased(const struct san_shm_prod *p, uint64_t cons);
 
 /*
  * Reserve room for a message of msg_len bytes (header + len, as san_msg_size() counts). On

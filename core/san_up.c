@@ -40,6 +40,12 @@ struct san_shm_params {
 
 #define SAN_RING_SIZE (512u * 1024u)
 #define SAN_BULK_SIZE (2u * 1024u * 1024u)
+/*
+ * An empty ring's next frame goes back to its start once the position is this far in
+ * (san_shm_ring_prod_rewind): a keep-alive connection's requests and replies stay in its
+ * first 16 pages, which a stream still gets at least this much of after a rewind.
+ */
+#define SAN_RING_REWIND (64u * 1024u)
 #define SAN_BULK_SIZE_MAX (64u * 1024u * 1024u)
 #define SAN_UP_TIMEOUT_MS 1000	 /* A: ACCEPT must come within this */
 /*
@@ -143,6 +149,8 @@ static int attach_rings(struct san_sock *s, uint8_t *base, uint64_t ring_size,
 			san_shm_ring_init(base + one, one, ring_size) < 0))
 		return -EINVAL;
 	r = san_shm_ring_prod_attach(&s->txr, a ? base : base + one, one, 0);
+	if (!r)
+		san_shm_ring_prod_rewind(&s->txr, SAN_RING_REWIND);
 	if (!r)
 		r = san_shm_ring_cons_attach(&s->rxr, a ? base + one : base, one, 0);
 	if (!r)

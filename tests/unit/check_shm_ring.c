@@ -497,6 +497,121 @@ START_TEST(test_pad_needs_room)
 }
 END_TEST
 
+/*
+ * Rewind: an empty ring's next frame goes back to offset 0 once the position is at or past the
+ * rewind offset; a ring with bytes unread goes on, and looks again only a quarter of the
+ * window later; a frame longer than the offset goes on too; unreleased bytes leave the PAD out.
+ */
+START_TEST(test_rewind)
+{
+	struct tring t;
+	struct san_shm_frame f;
+	uint64_t mask, cons;
+	uint8_t marker[8];
+
+	tring_open(&t, 65536, _i);
+	mask = t.size - 1;
+	san_shm_ring_prod_rewind(&t.p, 3000); /* not a power of two: off */
+	REQUIRE_EQ(t.p.rewind_at, 0);
+	san_shm_ring_prod_rewind(&t.p, 65536); /* more than half the ring: off */
+	REQUIRE_EQ(t.p.rewind_at, 0);
+	san_shm_ring_prod_rewind(&t.p, 8192);
+	REQUIRE_EQ(t.p.rewind_at, 8192);
+
+	/* a ping-pong of 200-byte frames never leaves the first 8 KiB and a frame */
+	for (uint32_t i = 0; i < 2000; i++) {
+		REQUIRE_EQ(put_msg(&t.p, 184, i), 0);
+		REQUIRE_EQ(san_shm_ring_cons_peek(&t.c, &f), 0);
+		ck_assert_uint_lt((uint64_t)((const uint8_t *)f.msg - DATA(&t)), 8192 + 200);
+		check_frame(&f, 184, i, t.c.max_msg);
+		REQUIRE_EQ(san_shm_ring_cons_consume(&t.c), 0);
+	}
+	ck_assert_uint_gt(t.p.prod, 65536); /* (the indices went on: 2000 frames' bytes and PADs) */
+
+	/* at the rewind offset, the ring empty: the frame goes to 0, a PAD at 8192 */
+	advance_to(&t, 8192);
+	REQUIRE_EQ(put_msg(&t.p, 184, 1), 0);
+	REQUIRE_EQ(t.p.prod & mask, 200);
+	memcpy(marker, DATA(&t) + 8192, 8);
+	REQUIRE_EQ(memcmp(marker, "\0PAD", 4), 0);
+	/* the PAD is no message: unreleased counts the frame alone, then nothing */
+	REQUIRE_EQ(san_shm_ring_prod_unreleased(&t.p, t.p.prod - 200 - (65536 - 8192)), 200);
+	REQUIRE_EQ(get_msg(&t.c, 184, 1), 0);
+	advance_to(&t, 8192);
+	REQUIRE_EQ(put_msg(&t.p, 184, 2), 0); /* rewound: 0 .. 200 */
+	REQUIRE_EQ(t.p.prod & mask, 200);
+	REQUIRE_EQ(get_msg(&t.c, 184, 2), 0);
+	REQUIRE_EQ(san_shm_ring_prod_released(&t.p, &cons), 0);
+	REQUIRE_EQ(cons, t.p.prod);
+	tring_close(&t);
+
+	/* a few bytes unread at the offset (a reply's first frame): the next frame looks again */
+	tring_open(&t, 65536, _i);
+	san_shm_ring_prod_rewind(&t.p, 8192);
+	advance_to(&t, 8184);
+	REQUIRE_EQ(san_frame_len(16), 32);
+	REQUIRE_EQ(put_msg(&t.p, 16, 0), 0); /* 8184 .. 8216, unread */
+	REQUIRE_EQ(put_msg(&t.p, 16, 1), 0); /* past the offset, not empty: 8216 .. 8248 */
+	REQUIRE_EQ(t.p.prod & mask, 8248);
+	REQUIRE_EQ(get_msg(&t.c, 16, 0), 0);
+	REQUIRE_EQ(get_msg(&t.c, 16, 1), 0);
+	REQUIRE_EQ(put_msg(&t.p, 16, 2), 0); /* a look, empty: rewound */
+	REQUIRE_EQ(t.p.prod & mask, 32);
+	REQUIRE_EQ(get_msg(&t.c, 16, 2), 0);
+	tring_close(&t);
+
+	/* more than 4 KiB unread (a stream): no look before 128 bytes more */
+	tring_open(&t, 65536, _i);
+	san_shm_ring_prod_rewind(&t.p, 8192);
+	advance_to(&t, 4096);
+	for (uint32_t k = 0; k < 130; k++) /* 4096 .. 8256, unread; a look at 8192 and 8224 */
+		REQUIRE_EQ(put_msg(&t.p, 16, k), 0);
+	REQUIRE_EQ(t.p.prod & mask, 8256);
+	REQUIRE_EQ(t.p.rewind_look & mask, 8224 + 128);
+	for (uint32_t k = 0; k < 130; k++)
+		REQUIRE_EQ(get_msg(&t.c, 16, k), 0);
+	for (uint32_t k = 0; k < 3; k++) { /* empty, but no look before 8352: on */
+		REQUIRE_EQ(put_msg(&t.p, 16, k), 0);
+		REQUIRE_EQ(t.p.prod & mask, 8288 + 32 * k);
+		REQUIRE_EQ(get_msg(&t.c, 16, k), 0);
+	}
+	REQUIRE_EQ(put_msg(&t.p, 16, 3), 0); /* at 8352: a look, empty, rewound */
+	REQUIRE_EQ(t.p.prod & mask, 32);
+	REQUIRE_EQ(get_msg(&t.c, 16, 3), 0);
+	tring_close(&t);
+
+	/* a frame longer than the offset it stands at goes on (the PAD would leave it no room) */
+	tring_open(&t, 65536, _i);
+	san_shm_ring_prod_rewind(&t.p, 8192);
+	advance_to(&t, 8192);
+	REQUIRE_EQ(put_msg(&t.p, 9000, 5), 0);
+	REQUIRE_EQ(t.p.prod & mask, 8192 + san_frame_len(9000));
+	REQUIRE_EQ(get_msg(&t.c, 9000, 5), 0);
+	/* planning counts the rewind's PAD for a first frame, not for the frames after it */
+	san_shm_ring_prod_rewind(&t.p, 0); /* (advance_to would be rewound at 8192) */
+	advance_to(&t, 16384);
+	san_shm_ring_prod_rewind(&t.p, 8192);
+	REQUIRE_EQ(san_shm_ring_prod_pad(&t.p, t.p.prod, 200, true), 65536 - 16384);
+	REQUIRE_EQ(san_shm_ring_prod_pad(&t.p, t.p.prod, 200, false), 0);
+	REQUIRE_EQ(san_shm_ring_prod_pad(&t.p, t.p.prod, 20000, true), 0);
+	tring_close(&t);
+
+	/* held frames behind a rewind, dropped: nothing of the PAD is counted */
+	tring_open(&t, 65536, _i);
+	san_shm_ring_prod_rewind(&t.p, 8192);
+	advance_to(&t, 8192);
+	san_shm_ring_prod_hold(&t.p);
+	REQUIRE_EQ(put_msg(&t.p, 184, 6), 0);
+	REQUIRE_EQ(t.p.prod & mask, 200);
+	san_shm_ring_prod_unhold(&t.p);
+	REQUIRE_EQ(t.p.prod & mask, 8192);
+	REQUIRE_EQ(san_shm_ring_prod_unreleased(&t.p, t.p.prod), 0);
+	REQUIRE_EQ(put_msg(&t.p, 184, 7), 0); /* rewound again, seq as if never held */
+	REQUIRE_EQ(get_msg(&t.c, 184, 7), 0);
+	tring_close(&t);
+}
+END_TEST
+
 /* A message may be encoded shorter than reserved; a bad header is never published. */
 START_TEST(test_commit_shorter_and_invalid)
 {
@@ -2259,6 +2374,7 @@ Suite *make_shm_ring_suite(void)
 	tcase_add_loop_test(tc, test_unhashed, 0, NKINDS);
 	tcase_add_loop_test(tc, test_full_ring, 0, NKINDS);
 	tcase_add_loop_test(tc, test_pad_needs_room, 0, NKINDS);
+	tcase_add_loop_test(tc, test_rewind, 0, NKINDS);
 	tcase_add_loop_test(tc, test_commit_shorter_and_invalid, 0, NKINDS);
 	tcase_add_loop_test(tc, test_skip_release, 0, NKINDS);
 	tcase_add_loop_test(tc, test_doorbell_flags, 0, NKINDS);
