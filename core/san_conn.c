@@ -299,7 +299,7 @@ static uint64_t window_room(struct san_sock *s)
 	if (r < 0 || !san_shm_ring_peer_window(&s->txr))
 		return UINT64_MAX; /* none; or broken: the send finds that out itself */
 	limit = window_limit(s);
-	used = san_shm_ring_prod_unreleased(&s->txr, cons);
+	used = san_shm_ring_prod_since(&s->txr, cons);
 	return used < limit ? limit - used : 0;
 }
 
@@ -320,7 +320,7 @@ static bool cork_holds(const struct san_sock *s)
 	return s->cork_on && s->prov == &san_prov_shm && !s->txr.hold &&
 	       __atomic_load_n(&s->holders, __ATOMIC_ACQUIRE) == 1 && san_cork_usable() &&
 	       !san_fault(SAN_FAULT_RING_GARBAGE) &&
-	       (!s->bell_held || s->txr.prod - s->bell_from < SAN_CONN_CORK_HOLD);
+	       (!s->bell_held || san_shm_ring_prod_since(&s->txr, s->bell_from) < SAN_CONN_CORK_HOLD);
 }
 
 void san_conn_cork_flush(struct san_sock *s)

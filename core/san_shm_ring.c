@@ -166,16 +166,16 @@ void san_shm_ring_prod_rewind(struct san_shm_prod *p, uint64_t at)
 		at = 0;
 	p->rewind_at = at;
 	p->rewind_look = 0;
+	p->rewind_missed = false;
 }
 
-uint64_t san_shm_ring_prod_unreleased(const struct san_shm_prod *p, uint64_t cons)
+uint64_t san_shm_ring_prod_since(const struct san_shm_prod *p, uint64_t from)
 {
-	uint64_t used = p->prod - cons;
+	uint64_t n = p->prod - from;
 
-	/* (a PAD of held frames that were dropped lies beyond prod: nothing to take off) */
-	if (cons < p->skip_to && p->skip_to <= p->prod)
-		used -= p->skip_to - (cons > p->skip_from ? cons : p->skip_from);
-	return used;
+	if (from < p->skip_to)
+		n -= p->skip_to - (from > p->skip_from ? from : p->skip_from);
+	return n;
 }
 
 /* Unread bytes that look like the reply being written rather than a stream (rewind_pad). */
@@ -200,17 +200,21 @@ static int rewind_pad(struct san_shm_prod *p, uint32_t flen, uint64_t *pad)
 			return err;
 		if (p->cons != p->prod) {
 			/*
-			 * Bytes unread. A few: most likely the frames of this reply so far (a
-			 * header, then its body), and the next reply's first frame finds the
-			 * ring empty: look at the next frame. More: a stream, which would find
-			 * bytes unread at every frame: look again only a little later. (A fixed
-			 * distance alone can alias with a reply's frames: nginx's 288 + 96 bytes
-			 * met the body every time.)
+			 * Bytes unread. A few, at a first miss: most likely the frames of this
+			 * reply so far (a header, then its body), and the next reply's first
+			 * frame finds the ring empty: look at the next frame. Else a stream,
+			 * which would find bytes unread at every frame: look again a little
+			 * later. (A fixed distance alone can alias with a reply's frames:
+			 * nginx's 288 + 96 bytes met the body every time.)
 			 */
-			p->rewind_look = p->prod + (p->prod - p->cons <= REWIND_FEW ? 0 : p->rewind_at / 64);
+			bool next = !p->rewind_missed && p->prod - p->cons <= REWIND_FEW;
+
+			p->rewind_missed = next;
+			p->rewind_look = p->prod + (next ? 0 : p->rewind_at / 64);
 			return 0;
 		}
 	}
+	p->rewind_missed = false;
 	*pad = p->size - off;
 	return 0;
 }
@@ -223,9 +227,13 @@ int san_shm_ring_prod_reserve(struct san_shm_prod *p, uint32_t msg_len, void **b
 
 	if (p->err)
 		return p->err;
+	bool rewound = false;
+
 	err = san_shm_prod_need(p, msg_len, &pad, &flen);
-	if (!err && !pad)
+	if (!err && !pad) {
 		err = rewind_pad(p, flen, &pad);
+		rewound = pad != 0;
+	}
 	if (err)
 		return err;
 	if (san_shm_prod_room(p) < pad + flen) {
@@ -236,6 +244,7 @@ int san_shm_ring_prod_reserve(struct san_shm_prod *p, uint32_t msg_len, void **b
 			return -EAGAIN;
 	}
 	p->res_pad = pad;
+	p->res_rewind = rewound;
 	p->res_cap = flen;
 	*buf = p->data + ((p->prod + pad) & (p->size - 1));
 	return (int)flen;
@@ -336,8 +345,10 @@ static int prod_commit(struct san_shm_prod *p, bool look)
 		struct san_shm_pad pad = { htobe32(SAN_SHM_PAD_MAGIC), seq_be };
 
 		memcpy(p->data + (p->prod & mask), &pad, sizeof(pad));
-		p->skip_from = p->prod;
-		p->skip_to = p->prod + p->res_pad;
+		if (p->res_rewind) {
+			p->skip_from = p->prod;
+			p->skip_to = p->prod + p->res_pad;
+		}
 	}
 	p->prod += p->res_pad + (uint64_t)n;
 	p->seq++;
@@ -878,6 +889,10 @@ void san_shm_ring_prod_hold(struct san_shm_prod *p)
 	p->hold = true;
 	p->hold_prod = p->prod;
 	p->hold_seq = p->seq;
+	p->hold_look = p->rewind_look;
+	p->hold_missed = p->rewind_missed;
+	p->hold_skip_from = p->skip_from;
+	p->hold_skip_to = p->skip_to;
 }
 
 void san_shm_ring_prod_unhold(struct san_shm_prod *p)
@@ -889,6 +904,11 @@ void san_shm_ring_prod_unhold(struct san_shm_prod *p)
 	p->prod = p->hold_prod;
 	p->seq = p->hold_seq;
 	p->res_cap = 0;
+	/* (a rewind among them never happened either) */
+	p->rewind_look = p->hold_look;
+	p->rewind_missed = p->hold_missed;
+	p->skip_from = p->hold_skip_from;
+	p->skip_to = p->hold_skip_to;
 	/*
 	 * A refresh while we held accepted a consumer index up to the held prod; a consumer
 	 * that released frames it could never see (nothing was published, the slot never said

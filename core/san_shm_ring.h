@@ -112,7 +112,8 @@
  * drains again well before the queue could fill (docs/protocol.md "A bounded doorbell queue").
  *
  * Sizing. With credits (docs/protocol.md §11) at most N messages of at most max_msg bytes are
- * outstanding, plus at most one PAD shorter than a frame. A data area of at least
+ * outstanding, plus at most one PAD shorter than a frame (or a rewind's, into an empty ring
+ * only, leaving at least the rewind offset free). A data area of at least
  * (N + 1) * san_frame_len(max_msg) bytes therefore never makes a producer that respects its
  * credits see -EAGAIN; the consumer must release a frame's bytes before (or when) it returns
  * the frame's credit.
@@ -245,6 +246,7 @@ struct san_shm_prod {
 	uint64_t cons;	    /* last consumer index seen and checked */
 	uint64_t res_pad;   /* open reservation: tail bytes it skips (PAD), or 0 */
 	uint32_t res_cap;   /* open reservation: frame bytes, 0 if none */
+	bool res_rewind;    /* open reservation: its PAD is a rewind's */
 	int err;	    /* 0, or -EPROTO once the peer broke the ring (sticky) */
 	const char *why;    /* with err: which rule, for the log */
 	bool hold;	    /* commits seal and advance prod but do not publish it (src_move) */
@@ -257,8 +259,11 @@ struct san_shm_prod {
 	 */
 	uint64_t rewind_at;
 	uint64_t rewind_look; /* no look at cons for a rewind before prod reaches this */
-	uint64_t skip_from;   /* the last PAD: [skip_from, skip_to), no message in it */
+	bool rewind_missed;   /* the last look found a few bytes unread (rewind_pad) */
+	uint64_t skip_from;   /* the last rewind's PAD: [skip_from, skip_to), no message in it */
 	uint64_t skip_to;
+	uint64_t hold_look, hold_skip_from, hold_skip_to; /* with hold: as at its start */
+	bool hold_missed;
 };
 
 /* Consumer handle: private to the consuming process. Fields are read-only for callers. */
@@ -349,10 +354,15 @@ int san_shm_ring_cons_attach(struct san_shm_cons *c, void *base, size_t map_len,
  * before the end does. A request and its reply then reuse the same few pages and cache lines
  * instead of walking the whole data area, whose pages a new connection would otherwise fault
  * in one by one, in both processes. The consumer needs nothing new: it takes a PAD wherever it
- * is. The producer looks at the consumer's index for it only past at; after a look that found
- * more than 4 KiB unread (a stream, not the reply being written), not again before another
- * at / 64 bytes (one cache-line transfer per KiB of a stream at shm's 64 KiB). 0 turns it off
- * (the default).
+ * is. The producer looks at the consumer's index for it only past at. A look that finds a few
+ * bytes unread (at most 4 KiB: likely the reply being written, a header before its body) is
+ * tried once more at the next frame; otherwise (a stream) the next look waits at / 64 bytes,
+ * one cache-line transfer per 2 KiB of a stream at shm's 128 KiB. 0 turns it off (the default).
+ *
+ * The price: until the consumer has read the frame after a rewind's PAD, the producer has only
+ * the bytes before it (at least at) instead of the whole ring; a peer that leaves more unread
+ * than that in small frames waits for its reader sooner (kernel TCP's own default receive
+ * buffer, 128 KiB, bounds such a peer too).
  */
 void san_shm_ring_prod_rewind(struct san_shm_prod *p, uint64_t at);
 
@@ -373,11 +383,12 @@ static inline uint64_t san_shm_ring_prod_pad(const struct san_shm_prod *p, uint6
 }
 
 /*
- * Ring bytes not yet released by a consumer at index cons: prod - cons, less what is left
- * unreleased of the last PAD (it holds no message, and a rewind's spans most of the ring: a
- * sender that bounds its unread bytes by SO_SNDBUF and SO_RCVBUF counts frames only).
+ * Ring bytes committed since position from (prod - from), less the part of the last rewind's
+ * PAD that lies after from: it holds no message and may span most of the ring. A sender that
+ * bounds its unread bytes by SO_SNDBUF and SO_RCVBUF (from: the consumer's index), or its
+ * corked bytes (from: where the hold began), counts frames only.
  */
-uint64_t san_shm_ring_prod_unreleased(const struct san_shm_prod *p, uint64_t cons);
+uint64_t san_shm_ring_prod_since(const struct san_shm_prod *p, uint64_t from);
 
 /*
  * Reserve room for a message of msg_len bytes (header + len, as san_msg_size() counts). On

@@ -43,9 +43,10 @@ struct san_shm_params {
 /*
  * An empty ring's next frame goes back to its start once the position is this far in
  * (san_shm_ring_prod_rewind): a keep-alive connection's requests and replies stay in its
- * first 16 pages, which a stream still gets at least this much of after a rewind.
+ * first 32 pages. Until the reader takes the frame after a rewind, a writer has this much of
+ * the ring (not all 512 KiB): as much as kernel TCP's default receive buffer.
  */
-#define SAN_RING_REWIND (64u * 1024u)
+#define SAN_RING_REWIND (128u * 1024u)
 #define SAN_BULK_SIZE_MAX (64u * 1024u * 1024u)
 #define SAN_UP_TIMEOUT_MS 1000	 /* A: ACCEPT must come within this */
 /*

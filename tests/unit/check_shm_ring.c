@@ -499,8 +499,9 @@ END_TEST
 
 /*
  * Rewind: an empty ring's next frame goes back to offset 0 once the position is at or past the
- * rewind offset; a ring with bytes unread goes on, and looks again only a quarter of the
- * window later; a frame longer than the offset goes on too; unreleased bytes leave the PAD out.
+ * rewind offset; a ring with bytes unread goes on (a few: the next frame looks again; more, or
+ * a second miss: 1/64 of the offset later); a frame longer than the offset goes on too; counts
+ * of committed bytes leave the rewind's PAD out; held frames dropped take their rewind along.
  */
 START_TEST(test_rewind)
 {
@@ -535,7 +536,9 @@ START_TEST(test_rewind)
 	memcpy(marker, DATA(&t) + 8192, 8);
 	REQUIRE_EQ(memcmp(marker, "\0PAD", 4), 0);
 	/* the PAD is no message: unreleased counts the frame alone, then nothing */
-	REQUIRE_EQ(san_shm_ring_prod_unreleased(&t.p, t.p.prod - 200 - (65536 - 8192)), 200);
+	REQUIRE_EQ(san_shm_ring_prod_since(&t.p, t.p.prod - 200 - (65536 - 8192)), 200);
+	REQUIRE_EQ(san_shm_ring_prod_since(&t.p, t.p.prod - 200 - (65536 - 8192) - 40), 240);
+	REQUIRE_EQ(san_shm_ring_prod_since(&t.p, t.p.prod - 100), 100);
 	REQUIRE_EQ(get_msg(&t.c, 184, 1), 0);
 	advance_to(&t, 8192);
 	REQUIRE_EQ(put_msg(&t.p, 184, 2), 0); /* rewound: 0 .. 200 */
@@ -605,9 +608,30 @@ START_TEST(test_rewind)
 	REQUIRE_EQ(t.p.prod & mask, 200);
 	san_shm_ring_prod_unhold(&t.p);
 	REQUIRE_EQ(t.p.prod & mask, 8192);
-	REQUIRE_EQ(san_shm_ring_prod_unreleased(&t.p, t.p.prod), 0);
+	REQUIRE_EQ(san_shm_ring_prod_since(&t.p, t.p.prod), 0);
 	REQUIRE_EQ(put_msg(&t.p, 184, 7), 0); /* rewound again, seq as if never held */
+	REQUIRE_EQ(t.p.prod & mask, 200);
 	REQUIRE_EQ(get_msg(&t.c, 184, 7), 0);
+	tring_close(&t);
+
+	/*
+	 * Held frames that went past the offset with a frame unread (a miss that pushed the next
+	 * look on), dropped: the look is as before the hold, and frames that then run to the end
+	 * of the ring are all counted (none taken for a PAD).
+	 */
+	tring_open(&t, 65536, _i);
+	san_shm_ring_prod_rewind(&t.p, 8192);
+	REQUIRE_EQ(put_msg(&t.p, 16, 0), 0); /* 0 .. 32, unread */
+	san_shm_ring_prod_hold(&t.p);
+	for (uint32_t k = 1; k < 300; k++)
+		REQUIRE_EQ(put_msg(&t.p, 16, k), 0); /* 32 .. 9600, past 8192 with bytes unread */
+	ck_assert_uint_gt(t.p.rewind_look, 0);
+	san_shm_ring_prod_unhold(&t.p);
+	REQUIRE_EQ(t.p.rewind_look, 0);
+	REQUIRE_EQ(t.p.rewind_missed, false);
+	REQUIRE_EQ(t.p.prod, 32);
+	REQUIRE_EQ(san_shm_ring_prod_since(&t.p, 0), 32);
+	REQUIRE_EQ(get_msg(&t.c, 16, 0), 0);
 	tring_close(&t);
 }
 END_TEST
@@ -2146,6 +2170,7 @@ struct stream_cfg {
 	uint32_t hold;	/* consumer: release every hold frames (skip in between); 1: consume */
 	uint32_t burst; /* producer: nap 20 us after every burst frames (0: never) */
 	uint64_t ring_sz;
+	uint64_t rewind; /* producer: san_shm_ring_prod_rewind offset (0: none) */
 };
 
 /*
@@ -2153,11 +2178,15 @@ struct stream_cfg {
  * and the producer sleeps on space; with naps the ring runs dry and the consumer sleeps.
  */
 static const struct stream_cfg stream_cfgs[] = {
-	{ 0, 1, 0, 16384 },   /* sleep whenever full: the producer's doorbell path */
-	{ 0, 1, 8, 16384 },   /* sleep whenever empty or full: both doorbell paths */
-	{ 200, 1, 8, 16384 }, /* spin a little first, as the engine will */
-	{ 0, 7, 0, 16384 },   /* frames held and released in batches */
-	{ 50, 1, 0, 4096 },   /* tiny ring */
+	{ 0, 1, 0, 16384, 0 },   /* sleep whenever full: the producer's doorbell path */
+	{ 0, 1, 8, 16384, 0 },   /* sleep whenever empty or full: both doorbell paths */
+	{ 200, 1, 8, 16384, 0 }, /* spin a little first, as the engine will */
+	{ 0, 7, 0, 16384, 0 },   /* frames held and released in batches */
+	{ 50, 1, 0, 4096, 0 },   /* tiny ring */
+	/* rewinds into an empty ring, met while the consumer reads (the room left: 4 KiB) */
+	{ 0, 1, 8, 16384, 4096 },
+	{ 200, 1, 8, 16384, 4096 },
+	{ 0, 1, 0, 16384, 4096 },
 };
 
 static void ring_bell(int fd)
@@ -2196,6 +2225,7 @@ static int stream_producer(void *base, size_t len, int fd, const struct stream_c
 
 	if (san_shm_ring_prod_attach(&p, base, len, 0))
 		return 10;
+	san_shm_ring_prod_rewind(&p, cfg->rewind);
 	for (uint32_t n = 0; n < STREAM_FRAMES; n++) {
 		uint32_t plen = stream_len(77, n, STREAM_MAX_PL);
 		struct san_msg m = { .type = SAN_T_DATA };
@@ -2256,7 +2286,7 @@ START_TEST(test_two_process_stream)
 	unsigned long sleeps = 0, rings = 0, child_sleeps;
 	struct san_shm_cons c;
 	int sv[2], pv[2], mfd, status;
-	uint64_t held_end = 0;
+	uint64_t held_end = 0, off, end_off = 0, rewinds = 0;
 	void *base;
 	pid_t pid;
 
@@ -2321,6 +2351,11 @@ START_TEST(test_two_process_stream)
 		}
 		REQUIRE_EQ(f.seq, n);
 		check_frame(&f, SAN_HDR_LEN + plen, n, c.max_msg);
+		/* a frame at offset 0 that would have fit after the one before (not at the end): a rewind */
+		off = (uint64_t)((const uint8_t *)f.msg - c.data);
+		if (!off && end_off && end_off + f.len + SAN_TRAILER_LEN <= cfg->ring_sz)
+			rewinds++;
+		end_off = (off + f.len + SAN_TRAILER_LEN) % cfg->ring_sz;
 		/* Make the producer sleep on a full ring, then wake it (configs without naps). */
 		if (!cfg->burst && stream_rv(n))
 			ck_assert_msg(wait_armed(&c.sh->prod_armed),
@@ -2344,6 +2379,11 @@ START_TEST(test_two_process_stream)
 	REQUIRE_EQ(read(pv[0], &child_sleeps, sizeof(child_sleeps)), sizeof(child_sleeps));
 	REQUIRE_EQ(waitpid(pid, &status, 0), pid);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "producer status %#x", status);
+	/* Rewinds (only where asked for) happened, many times */
+	if (cfg->rewind)
+		ck_assert_uint_ge(rewinds, 100);
+	else
+		REQUIRE_EQ(rewinds, 0);
 	/* The doorbell paths really ran: at least once per rendezvous (see STREAM_RV). */
 	if (cfg->burst && cfg->spin == 0)
 		ck_assert_uint_ge(sleeps, STREAM_NRV);
