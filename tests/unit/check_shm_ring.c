@@ -2183,10 +2183,13 @@ static const struct stream_cfg stream_cfgs[] = {
 	{ 200, 1, 8, 16384, 0 }, /* spin a little first, as the engine will */
 	{ 0, 7, 0, 16384, 0 },   /* frames held and released in batches */
 	{ 50, 1, 0, 4096, 0 },   /* tiny ring */
-	/* rewinds into an empty ring, met while the consumer reads (the room left: 4 KiB) */
+	/*
+	 * Rewinds into an empty ring, met while the consumer reads (the room left: 4 KiB). Naps,
+	 * so that the ring runs dry (without them it stays full and rewinds are rare: 9 in a run).
+	 */
 	{ 0, 1, 8, 16384, 4096 },
 	{ 200, 1, 8, 16384, 4096 },
-	{ 0, 1, 0, 16384, 4096 },
+	{ 50, 1, 8, 8192, 4096 },
 };
 
 static void ring_bell(int fd)
