@@ -1769,6 +1769,12 @@ static void rx_take_bells(struct san_sock *s)
 	c->bells_due = 0;
 }
 
+bool san_conn_rx_unarm(struct san_sock *s)
+{
+	rx_take_bells(s);
+	return !s->rxr.bells_late;
+}
+
 /*
  * About to sleep until data comes: take the doorbells off X (only now that the ring is
  * empty, so X never reads as empty while frames wait), arm, re-check. 1: something came

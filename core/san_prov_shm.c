@@ -4,6 +4,7 @@
 #include "core/san_log.h"
 #include "core/san_prov.h"
 #include "core/san_sock.h"
+#include "core/san_stats.h"
 #include "core/san_sys.h"
 #include "proto/san_wire.h"
 
@@ -28,6 +29,7 @@ static void shm_ring_peer(struct san_sock *s)
 		return;
 	if (s->txr.sh)
 		san_shm_ring_prod_bell(&s->txr);
+	san_stats_add(SAN_STAT_SHM_BELLS, 1);
 	if (san_sys_send(s->ypeer, "", 0, MSG_DONTWAIT | MSG_NOSIGNAL) == -EAGAIN)
 		san_debug("fd %d: the peer's doorbell queue is full (it has not looked since)",
 			  s->fd);

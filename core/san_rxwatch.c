@@ -213,8 +213,16 @@ static void quiet_begin(struct san_sock *s)
 
 bool san_rxwatch_defer(struct san_sock *s)
 {
-	/* owed doorbells are taken off by an arm: X must not stay readable over an empty ring */
-	if (!watchable(s) || s->rxr.armed || s->rxr.bells_due)
+	if (!watchable(s))
+		return false;
+	/*
+	 * Its flag up (the last wait slept and armed) or doorbells owed: flag down and the owed
+	 * doorbells off X, so X does not stay readable over an empty ring. Arming here instead,
+	 * as until 2026-12-02, kept the flag up for good once a wait had slept: the peer rang,
+	 * and the read drained, once for every message of a ping-pong whose spins caught every
+	 * reply (sockperf: a sendto and a recvmmsg per message at each end).
+	 */
+	if ((s->rxr.armed || s->rxr.bells_due) && !san_conn_rx_unarm(s))
 		return false;
 	quiet_begin(s);
 	return true;

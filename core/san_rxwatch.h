@@ -99,9 +99,10 @@ static inline bool san_rxwatch_any_quiet(void)
 }
 
 /*
- * A receive that read the ring empty (or short), its flag down: left quiet instead of armed
- * (true), so that the peer's next frame, likely read by our next wait's spin, comes without a
- * doorbell. false: arm as usual (a connection not watched so, or its flag up). Lock held.
+ * A receive that read the ring empty (or short): left quiet instead of armed (true), its flag
+ * taken down if up, so that the peer's next frame, likely read by our next wait's spin, comes
+ * without a doorbell. false: arm as usual (a connection not watched so, or a doorbell owed that
+ * did not land in time). Lock held.
  */
 bool san_rxwatch_defer(struct san_sock *s);
 

@@ -640,6 +640,11 @@ int san_conn_rx_arm(struct san_sock *s);
 int san_conn_rx_arm_tick(struct san_sock *s);
 int san_conn_rx_arm_quiet(struct san_sock *s);
 /*
+ * Flag down and the doorbells owed taken off X (a read found the ring empty and will not sleep
+ * yet): false if one owed did not land in time (X may still turn readable: arm instead).
+ */
+bool san_conn_rx_unarm(struct san_sock *s);
+/*
  * Every sock of the process that want (NULL: any) takes, each with a reference (san_sock_put
  * each, free the array). want runs under the registry's lock, not the sock's: it may read
  * only what it can read unlocked, and its caller decides again under the sock's lock.

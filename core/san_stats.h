@@ -41,6 +41,8 @@ enum san_stat {
 					 * application's look (it was behind) */
 	SAN_STAT_VCQ_ENGINE = 18, /* verbs completions taken by the engine thread */
 	SAN_STAT_VCQ_APP = 19,	  /* ... and by application threads (in their own calls) */
+	SAN_STAT_SHM_BELLS = 20,  /* doorbells rung to shm peers (a system call each, and the
+				   * peer's to take it off: what its waits' spins spare) */
 	SAN_STAT_NR,
 };
 

@@ -37,6 +37,7 @@ static const char *const san_stat_names[SAN_STAT_NR] = {
 	[SAN_STAT_VAHEAD_RX_BYTES] = "verbs_ahead_rx_bytes",
 	[SAN_STAT_VCQ_ENGINE] = "verbs_cq_engine",
 	[SAN_STAT_VCQ_APP] = "verbs_cq_app",
+	[SAN_STAT_SHM_BELLS] = "shm_bells",
 };
 /* clang-format on */
 
