@@ -28,7 +28,7 @@
 #define SAN_CONN_CHUNK (64u * 1024u)
 
 /*
- * How many waits of at most 1 ms san_conn_rx_arm gives an owed doorbell before taking it as
+ * How many waits of at most 1 ms an arm (or san_conn_rx_unarm) gives an owed doorbell before taking it as
  * lost: a peer descheduled between taking our flag and ringing (on a loaded machine, several
  * milliseconds; 2 ms was not enough there), stopped, or gone. Each wait ends as the doorbell
  * lands.
@@ -1702,7 +1702,8 @@ static int rx_drain(struct san_sock *s)
 /*
  * Take the doorbells off X, our flag down first and those owed included (below). The caller
  * then arms (the ring is empty) or rings X itself (it is not), so that X reads as ready
- * exactly while the ring holds something.
+ * exactly while the ring holds something; or, a read that will not sleep, leaves the flag
+ * down (san_conn_rx_unarm: the connection goes quiet).
  */
 static void rx_take_bells(struct san_sock *s)
 {
@@ -1784,11 +1785,30 @@ static int rx_arm(struct san_sock *s, bool tick);
 
 int san_conn_rx_arm(struct san_sock *s)
 {
+	s->proc->rx_armer = 0;
+	return rx_arm(s, false);
+}
+
+int san_conn_rx_arm_mine(struct san_sock *s)
+{
+	s->proc->rx_armer = (uintptr_t)pthread_self();
+	return rx_arm(s, false);
+}
+
+int san_conn_rx_arm_sleeper(struct san_sock *s)
+{
+	s->proc->rx_armer = SAN_RX_ARMER_SLEEPER;
+	return rx_arm(s, false);
+}
+
+int san_conn_rx_rearm(struct san_sock *s)
+{
 	return rx_arm(s, false);
 }
 
 int san_conn_rx_arm_tick(struct san_sock *s)
 {
+	s->proc->rx_armer = 0;
 	return rx_arm(s, true);
 }
 
@@ -1804,6 +1824,8 @@ static int rx_arm(struct san_sock *s, bool tick)
 	san_rxwatch_edges_up(s);
 	rx_take_bells(s);
 	r = san_shm_ring_cons_arm(c);
+	if (r >= 0 && s->prov && s->prov->wire == SAN_PROV_SHM)
+		san_stats_add(SAN_STAT_SHM_ARMS, 1);
 	if (r == 1) {
 		/*
 		 * We took the doorbells: the data found must keep X readable if left unread; the
@@ -1840,6 +1862,9 @@ int san_conn_rx_arm_quiet(struct san_sock *s)
 		return 1;
 	rx_take_bells(s);
 	r = san_shm_ring_cons_arm(&s->rxr);
+	if (r >= 0 && s->prov && s->prov->wire == SAN_PROV_SHM)
+		san_stats_add(SAN_STAT_SHM_ARMS, 1);
+	s->proc->rx_armer = (uintptr_t)pthread_self();
 	if (r == 0)
 		san_rxwatch_quiet_end(s); /* armed; with data it stays quiet, the caller reports it */
 	return r != 0;
@@ -1856,7 +1881,7 @@ int san_conn_rx_arm_quiet(struct san_sock *s)
 static void rx_trim_bells(struct san_sock *s)
 {
 	if (s->rxr.sh && san_shm_ring_cons_bells_since(&s->rxr) >= SAN_CONN_BELLS_TRIM)
-		(void)san_conn_rx_arm(s);
+		(void)san_conn_rx_rearm(s); /* (whoever put the flag up still stands behind it) */
 }
 
 /*

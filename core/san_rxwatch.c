@@ -184,7 +184,8 @@ void san_rxwatch_edge_told(const struct san_rxwatch *w, const uint32_t *bells)
 /*
  * Quiet connections are announced by the progress thread too, every QUIET_TICK while there
  * are any: a wait the preload cannot see (a raw system call, a thread already asleep in
- * poll when another's receive left the flag down) learns of their data within that time.
+ * poll when another's receive left the flag down, or took down a flag that nobody in
+ * particular had put up: san_rxwatch_defer) learns of their data within that time.
  * A process whose waits all sleep has none left after its last wait, and the tick stops.
  */
 #define QUIET_TICK 0.001
@@ -216,14 +217,25 @@ bool san_rxwatch_defer(struct san_sock *s)
 	if (!watchable(s))
 		return false;
 	/*
-	 * Its flag up (the last wait slept and armed) or doorbells owed: flag down and the owed
-	 * doorbells off X, so X does not stay readable over an empty ring. Arming here instead,
-	 * as until 2026-12-02, kept the flag up for good once a wait had slept: the peer rang,
-	 * and the read drained, once for every message of a ping-pong whose spins caught every
-	 * reply (sockperf: a sendto and a recvmmsg per message at each end).
+	 * Its flag up, or doorbells owed for it. Put up by this thread's own wait that watched the
+	 * ring (over, since this thread reads), or for no wait known (the switch's first arm, a
+	 * read's, the tick's): flag down and the owed doorbells off X, so X does not stay readable
+	 * over an empty ring. Arming again instead, as until 2026-12-02, kept the flag up for good
+	 * once a wait had slept: the peer rang, and the read drained, once for every message of a
+	 * ping-pong whose spins caught every reply (sockperf: a sendto and a recvmmsg per message
+	 * at each end). Put up by another thread's wait (asleep in the kernel perhaps), or by a
+	 * wait that sleeps without watching the ring (poll's, select's: SAN_RX_ARMER_SLEEPER), or
+	 * with no spin to catch the next frame (SANSWITCH_SPIN_US=0): armed again by the read,
+	 * for the same waiter, as before. A sleeper is then rung at once and not a tick later,
+	 * and poll's next call finds no quiet connection to arm.
 	 */
-	if ((s->rxr.armed || s->rxr.bells_due) && !san_conn_rx_unarm(s))
-		return false;
+	if (s->rxr.armed || s->rxr.bells_due) {
+		uintptr_t who = s->proc->rx_armer;
+
+		if ((who != 0 && who != (uintptr_t)pthread_self()) || !san_sock_spin_us() ||
+		    !san_conn_rx_unarm(s))
+			return false;
+	}
 	quiet_begin(s);
 	return true;
 }
@@ -379,7 +391,8 @@ static void announce(uint32_t before)
 		if (quiet_before(s, before)) {
 			/* arm: the flag up if the application read the ring empty, else X rung */
 			if (s->rxr.sh)
-				(void)(before == UINT32_MAX ? san_conn_rx_arm(s) : san_conn_rx_arm_tick(s));
+				(void)(before == UINT32_MAX ? san_conn_rx_arm_sleeper(s)
+							    : san_conn_rx_arm_tick(s));
 			san_rxwatch_quiet_end(s);
 		}
 		pthread_mutex_unlock(&s->lock);

@@ -3750,9 +3750,10 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			 * armed), and an edge-triggered waiter, told by the short read that it
 			 * drained the socket, waits for a new edge (TCP gives one per arrival).
 			 * rx_arm rings X itself when it finds frames: that is the edge.
-			 * A connection the waits watch in its ring (core/san_rxwatch.h), its flag
-			 * down, is left so, quiet (san_rxwatch_defer): armed now, its peer would
-			 * ring for the next request, which our next wait's spin is about to see.
+			 * A connection the waits watch in its ring (core/san_rxwatch.h) is left
+			 * with its flag down, quiet (san_rxwatch_defer; taken down if this
+			 * thread's own wait had put it up): armed now, its peer would ring for the
+			 * next request, which our next wait's spin is about to see.
 			 */
 			/*
 			 * (An edge-triggered registration its waits watch: the short read told
@@ -3762,13 +3763,17 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			if (r > 0 && !(flags & MSG_PEEK) && (size_t)r < total - done && s->et_watch)
 				s->edge_seen = UINT64_MAX;
 			if (r > 0 && !(flags & MSG_PEEK) &&
-			    ((size_t)r < total - done || !san_conn_rx_ready(s)) && !san_rxwatch_defer(s))
-				(void)san_conn_rx_arm(s);
+			    ((size_t)r < total - done || !san_conn_rx_ready(s)) && !san_rxwatch_defer(s)) {
+				if (s->prov && s->prov->wire == SAN_PROV_SHM)
+					san_stats_add(SAN_STAT_SHM_READ_ARMS, 1);
+				(void)san_conn_rx_rearm(s);
+			}
 			/*
 			 * Empty: whoever waits next (we, or the application in poll/epoll) sleeps
 			 * on X, so the peer must ring it: arm. Data that came meanwhile: again.
 			 */
-			if (r == -EAGAIN && ((!nb && spin_for(s)) || san_conn_rx_arm(s) == 1))
+			if (r == -EAGAIN && ((!nb && (spin_for(s) || san_conn_rx_arm_mine(s) == 1)) ||
+					     (nb && san_conn_rx_arm(s) == 1)))
 				r = -EINTR;
 			else if (r == -EAGAIN && !nb && !claimed && !done && !(flags & MSG_PEEK))
 				/* about to sleep: the peer may write straight into the buffer */

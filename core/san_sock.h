@@ -71,6 +71,8 @@ struct san_stats_conn;
  * process's own sits here, in its heap, reached through s->proc: malloc'ed memory has the same
  * address in parent and child after a fork, each seeing its own copy.
  */
+#define SAN_RX_ARMER_SLEEPER ((uintptr_t)1) /* (san_sock_proc.rx_armer; no thread's address) */
+
 struct san_sock_proc {
 	struct san_sock *next; /* registry list (for B's lookup by 4-tuple) */
 	int refs;	       /* registry + callers in flight + engine */
@@ -84,6 +86,16 @@ struct san_sock_proc {
 	bool from_fork;	       /* a fork shared it with this process, its child: offers out
 				* (direct grant, direct read) are the parent's threads' */
 	struct conn_name *named; /* B: the connection's own side-channel name (san_up_name_conn) */
+	/*
+	 * Who stands behind the receive flag's last arm (san_rxwatch_defer): the thread whose own
+	 * wait, one that watches the ring (a blocking receive after its spin, an epoll_wait's
+	 * watch), put it up, and whose read may take it down again; SAN_RX_ARMER_SLEEPER, a wait
+	 * about to sleep in the kernel without watching the ring (poll's, select's, any wait's
+	 * arm of the quiet connections: san_rxwatch_announce), for which a read leaves it up;
+	 * 0, no wait known (the switch's first arm, a read's, the tick's), taken down by a read.
+	 * Lock held.
+	 */
+	uintptr_t rx_armer;
 	bool name_decided;	 /* B: named, or not to be named, in this process */
 	uint64_t name_retry_ns;	 /* B: that name was in use: the next try not before (0: none yet) */
 	uint64_t name_give_up_ns; /* B: ... and none after this (san_up_name_conn) */
@@ -635,7 +647,16 @@ bool san_conn_peer_unread(struct san_sock *s);
  */
 bool san_conn_ctrl_ahead(struct san_sock *s, uint8_t type);
 size_t san_conn_rx_bytes(struct san_sock *s);
+/*
+ * Arm for a receive (san_sock_proc.rx_armer says who stands behind the flag): for no wait
+ * known (0); _mine, by a blocking receive whose spin ran out (this thread); _sleeper, by a
+ * wait about to sleep in the kernel without watching the ring (SAN_RX_ARMER_SLEEPER); _rearm,
+ * again, for whoever stood behind it before.
+ */
 int san_conn_rx_arm(struct san_sock *s);
+int san_conn_rx_arm_mine(struct san_sock *s);
+int san_conn_rx_arm_sleeper(struct san_sock *s);
+int san_conn_rx_rearm(struct san_sock *s);
 /* ... by the quiet tick: not rung for what an edge-triggered watch reported already */
 int san_conn_rx_arm_tick(struct san_sock *s);
 int san_conn_rx_arm_quiet(struct san_sock *s);

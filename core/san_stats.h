@@ -43,6 +43,8 @@ enum san_stat {
 	SAN_STAT_VCQ_APP = 19,	  /* ... and by application threads (in their own calls) */
 	SAN_STAT_SHM_BELLS = 20,  /* doorbells rung to shm peers (a system call each, and the
 				   * peer's to take it off: what its waits' spins spare) */
+	SAN_STAT_SHM_ARMS = 21,	  /* shm receive flags put up (each lets the peer ring once) */
+	SAN_STAT_SHM_READ_ARMS = 22, /* ... of them by a read, for another waiter */
 	SAN_STAT_NR,
 };
 

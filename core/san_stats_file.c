@@ -38,6 +38,8 @@ static const char *const san_stat_names[SAN_STAT_NR] = {
 	[SAN_STAT_VCQ_ENGINE] = "verbs_cq_engine",
 	[SAN_STAT_VCQ_APP] = "verbs_cq_app",
 	[SAN_STAT_SHM_BELLS] = "shm_bells",
+	[SAN_STAT_SHM_ARMS] = "shm_arms",
+	[SAN_STAT_SHM_READ_ARMS] = "shm_read_arms",
 };
 /* clang-format on */
 

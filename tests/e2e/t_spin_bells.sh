@@ -1,14 +1,17 @@
 #!/bin/bash
-# t_spin_bells — a ping-pong whose waits' spins catch the replies rings no doorbells (issue 17
-# item 1: the kernel is entered only to sleep). sockperf's client waits in a blocking recvfrom,
-# its server in epoll_wait; both ends preloaded, on shm. Until 2026-12-02 the first wait that
-# slept left the reader's flag up for good (each read that emptied the ring armed it again), so
-# every later message cost the writer a doorbell (a sendto) and the reader its removal (a
-# recvmmsg): about one doorbell per message at each end. Counted from both ends' stats lines
-# (shm_bells), against the context switches of the end that was rung (tests/e2e/ctxsw.py): a
-# doorbell the flag asked for can only have been for a wait that slept, and each sleep is a
-# context switch. Now about 1 doorbell in 200 messages on a quiet host; on a crowded one the
-# spins stop and every wait sleeps (then the check says little, but holds). Three runs.
+# t_spin_bells — a ping-pong whose waits spin does not make the peer ring for every message
+# (issue 17 item 1: the kernel is entered only to sleep). sockperf's client waits in a blocking
+# recvfrom, its server in epoll_wait; both ends preloaded, on shm. Until 2026-12-02 the first
+# wait that slept left the reader's flag up for good: each read that emptied the ring armed it
+# again, so every later message cost the writer a doorbell (a sendto) and the reader its
+# removal (a recvmmsg), though the reader's spin caught the frame: 125,048 doorbells in
+# 125,133 messages. Counted from both ends' stats lines:
+# - a read puts the flag up again only for another thread's wait, or for a wait that does not
+#   watch the ring (poll's): neither is here, so each end's shm_read_arms must stay under 1 in
+#   100 messages (it was one per message, on a quiet host or a crowded one alike);
+# - a doorbell answers a flag: each end's shm_bells at most the other end's shm_arms.
+# Doorbells themselves depend on the host (a spin that runs out arms, and the peer rings):
+# logged, not bounded (about 1 in 20 to 200 messages on a quiet 2-vCPU host). Three runs.
 # timeout: 120
 # shellcheck source=tests/e2e/lib.sh
 . "$(dirname -- "$0")/lib.sh"
@@ -18,10 +21,10 @@ export SANSWITCH_STATS=1
 
 for run in 1 2 3; do
 	name=pp$run
-	start_listener "$name.srv" pre 4 "$PY" "$E2E_DIR/ctxsw.py" "$TMP/$name.srv.cs" \
-		sockperf sr --tcp -i 127.0.0.1 -p '{PORT}'
+	start_listener "$name.srv" pre 4 sockperf sr --tcp -i 127.0.0.1 -p '{PORT}'
 	rc=0
-	as_t pre 60 "$PY" "$E2E_DIR/ctxsw.py" "$TMP/$name.cli.cs" sockperf pp --tcp -i 127.0.0.1 -p "$SERVER_PORT" -t 2 -m 64 \
+	# (--mps: scripts/benchlib/tcp.sh, bench_sockperf)
+	as_t pre 60 sockperf pp --tcp -i 127.0.0.1 -p "$SERVER_PORT" -t 2 -m 64 --mps=2000000 \
 		>"$TMP/$name.cli.out" 2>"$TMP/$name.cli.err" || rc=$?
 	out=$TMP/$name.cli.txt
 	sed 's/\x1b\[[0-9;]*m//g' "$TMP/$name.cli.out" "$TMP/$name.cli.err" >"$out"
@@ -36,15 +39,22 @@ for run in 1 2 3; do
 	cli=$(stats_line "$out") || exit 1
 	srv=$(stats_line "$TMP/$name.srv.err") || exit 1
 	[ "$(field "$cli" switched)" -eq 1 ] || fail "$name: the client did not switch: $cli"
-	cb=$(field "$cli" shm_bells) || exit 1
-	sb=$(field "$srv" shm_bells) || exit 1
-	read -r ccs <"$TMP/$name.cli.cs" || fail "$name: no context switch count of the client"
-	read -r scs <"$TMP/$name.srv.cs" || fail "$name: no context switch count of the server"
-	log "$name: $msgs messages each way; doorbells rung by the client $cb, by the server $sb;" \
-		"context switches of the client $ccs, of the server $scs"
-	[ "$sb" -le $((ccs + 10)) ] ||
-		fail "$name: the server rang $sb doorbells, the client switched only $ccs times (rung while it spun)"
-	[ "$cb" -le $((scs + 10)) ] ||
-		fail "$name: the client rang $cb doorbells, the server switched only $scs times (rung while it spun)"
+	[ "$(field "$srv" switched)" -eq 1 ] || fail "$name: the server did not switch: $srv"
+	for k in bells arms read_arms; do
+		field_is "$cli" "shm_$k"
+		eval "c_$k=\$FIELD"
+		field_is "$srv" "shm_$k"
+		eval "s_$k=\$FIELD"
+	done
+	# shellcheck disable=SC2154 # (set by the eval above)
+	log "$name: $msgs messages each way; client: bells $c_bells, arms $c_arms, by reads" \
+		"$c_read_arms; server: bells $s_bells, arms $s_arms, by reads $s_read_arms"
+	for who in client server; do
+		if [ $who = client ]; then ra=$c_read_arms; else ra=$s_read_arms; fi
+		[ $((100 * ra)) -lt "$msgs" ] ||
+			fail "$name: the $who's reads put its flag up again $ra times in $msgs messages"
+	done
+	[ "$c_bells" -le "$s_arms" ] || fail "$name: the client rang $c_bells doorbells for $s_arms flags"
+	[ "$s_bells" -le "$c_arms" ] || fail "$name: the server rang $s_bells doorbells for $c_arms flags"
 done
-log "doorbells only for waits that slept"
+log "reads leave the flags down; doorbells only for flags"
