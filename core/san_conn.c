@@ -28,10 +28,10 @@
 #define SAN_CONN_CHUNK (64u * 1024u)
 
 /*
- * How many waits of at most 1 ms an arm (or san_conn_rx_unarm) gives an owed doorbell before taking it as
- * lost: a peer descheduled between taking our flag and ringing (on a loaded machine, several
- * milliseconds; 2 ms was not enough there), stopped, or gone. Each wait ends as the doorbell
- * lands.
+ * How many waits of at most 1 ms an arm (or san_conn_rx_unarm) gives an owed doorbell before
+ * taking it as lost: a peer descheduled between taking our flag and ringing (on a loaded
+ * machine, several milliseconds; 2 ms was not enough there), stopped, or gone. Each wait ends
+ * as the doorbell lands.
  */
 #define SAN_CONN_BELL_WAITS 20
 #define SAN_CONN_BELL_GIVEUPS 3
@@ -1783,21 +1783,37 @@ bool san_conn_rx_unarm(struct san_sock *s)
  */
 static int rx_arm(struct san_sock *s, bool tick);
 
+/*
+ * Who stands behind the flag an arm puts up (san_sock_proc.rx_armer), given whether it was up
+ * already: a flag still up keeps the other waiter that stood behind it (a nonblocking read's
+ * arm, or another thread's blocking receive, after a thread's epoll_wait went to sleep on it,
+ * adds nobody that could take it down under that sleeper); a wait that sleeps without watching
+ * the ring is behind it whatever stood there before.
+ */
+static void armer_set(struct san_sock *s, bool was_up, uintptr_t who)
+{
+	uintptr_t prev = s->proc->rx_armer;
+
+	if (was_up && prev != 0 && prev != who && who != SAN_RX_ARMER_SLEEPER)
+		return;
+	s->proc->rx_armer = who;
+}
+
 int san_conn_rx_arm(struct san_sock *s)
 {
-	s->proc->rx_armer = 0;
+	armer_set(s, s->rxr.armed, 0);
 	return rx_arm(s, false);
 }
 
 int san_conn_rx_arm_mine(struct san_sock *s)
 {
-	s->proc->rx_armer = (uintptr_t)pthread_self();
+	armer_set(s, s->rxr.armed, (uintptr_t)pthread_self());
 	return rx_arm(s, false);
 }
 
 int san_conn_rx_arm_sleeper(struct san_sock *s)
 {
-	s->proc->rx_armer = SAN_RX_ARMER_SLEEPER;
+	armer_set(s, s->rxr.armed, SAN_RX_ARMER_SLEEPER);
 	return rx_arm(s, false);
 }
 
@@ -1808,7 +1824,7 @@ int san_conn_rx_rearm(struct san_sock *s)
 
 int san_conn_rx_arm_tick(struct san_sock *s)
 {
-	s->proc->rx_armer = 0;
+	armer_set(s, s->rxr.armed, 0);
 	return rx_arm(s, true);
 }
 
@@ -1856,6 +1872,7 @@ static int rx_arm(struct san_sock *s, bool tick)
  */
 int san_conn_rx_arm_quiet(struct san_sock *s)
 {
+	bool was_up = s->rxr.armed;
 	int r;
 
 	if (s->err || s->peer_fin || s->anchor_dead)
@@ -1864,7 +1881,8 @@ int san_conn_rx_arm_quiet(struct san_sock *s)
 	r = san_shm_ring_cons_arm(&s->rxr);
 	if (r >= 0 && s->prov && s->prov->wire == SAN_PROV_SHM)
 		san_stats_add(SAN_STAT_SHM_ARMS, 1);
-	s->proc->rx_armer = (uintptr_t)pthread_self();
+	if (r == 0) /* (found data: the wait reports it, and stands behind no flag) */
+		armer_set(s, was_up, (uintptr_t)pthread_self());
 	if (r == 0)
 		san_rxwatch_quiet_end(s); /* armed; with data it stays quiet, the caller reports it */
 	return r != 0;

@@ -100,9 +100,11 @@ static inline bool san_rxwatch_any_quiet(void)
 
 /*
  * A receive that read the ring empty (or short): left quiet instead of armed (true), its flag
- * taken down if up, so that the peer's next frame, likely read by our next wait's spin, comes
- * without a doorbell. false: arm as usual (a connection not watched so, or a doorbell owed that
- * did not land in time). Lock held.
+ * taken down if its own thread's ring-watching wait, or no known wait, had put it up
+ * (san_sock_proc.rx_armer), so that the peer's next frame, likely read by our next wait's spin,
+ * comes without a doorbell. false: arm again (a connection not watched so, a flag another
+ * thread's wait or poll's stands behind, SANSWITCH_SPIN_US=0, or a doorbell owed that did not
+ * land in time). Lock held.
  */
 bool san_rxwatch_defer(struct san_sock *s);
 

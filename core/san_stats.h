@@ -44,7 +44,10 @@ enum san_stat {
 	SAN_STAT_SHM_BELLS = 20,  /* doorbells rung to shm peers (a system call each, and the
 				   * peer's to take it off: what its waits' spins spare) */
 	SAN_STAT_SHM_ARMS = 21,	  /* shm receive flags put up (each lets the peer ring once) */
-	SAN_STAT_SHM_READ_ARMS = 22, /* ... of them by a read, for another waiter */
+	SAN_STAT_SHM_READ_ARMS = 22, /* ... of them by a read that emptied the ring and left
+				      * the flag up for a wait not its own thread's (another
+				      * thread's, poll's), or could not leave it down (not
+				      * watchable, SANSWITCH_SPIN_US=0, a doorbell late) */
 	SAN_STAT_NR,
 };
 
