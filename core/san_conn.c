@@ -1776,6 +1776,18 @@ bool san_conn_rx_unarm(struct san_sock *s)
 	return !s->rxr.bells_late;
 }
 
+/* The doorbells off X, then the flag up and a look (san_shm_ring_cons_arm), counted on shm. */
+static int cons_arm(struct san_sock *s)
+{
+	int r;
+
+	rx_take_bells(s);
+	r = san_shm_ring_cons_arm(&s->rxr);
+	if (r >= 0 && s->prov && s->prov->wire == SAN_PROV_SHM)
+		san_stats_add(SAN_STAT_SHM_ARMS, 1);
+	return r;
+}
+
 /*
  * About to sleep until data comes: take the doorbells off X (only now that the ring is
  * empty, so X never reads as empty while frames wait), arm, re-check. 1: something came
@@ -1838,10 +1850,7 @@ static int rx_arm(struct san_sock *s, bool tick)
 		return 1;
 	/* (an edge-triggered one's doorbell per commit, which a watch took down: up before the look) */
 	san_rxwatch_edges_up(s);
-	rx_take_bells(s);
-	r = san_shm_ring_cons_arm(c);
-	if (r >= 0 && s->prov && s->prov->wire == SAN_PROV_SHM)
-		san_stats_add(SAN_STAT_SHM_ARMS, 1);
+	r = cons_arm(s);
 	if (r == 1) {
 		/*
 		 * We took the doorbells: the data found must keep X readable if left unread; the
@@ -1877,14 +1886,12 @@ int san_conn_rx_arm_quiet(struct san_sock *s)
 
 	if (s->err || s->peer_fin || s->anchor_dead)
 		return 1;
-	rx_take_bells(s);
-	r = san_shm_ring_cons_arm(&s->rxr);
-	if (r >= 0 && s->prov && s->prov->wire == SAN_PROV_SHM)
-		san_stats_add(SAN_STAT_SHM_ARMS, 1);
-	if (r == 0) /* (found data: the wait reports it, and stands behind no flag) */
+	r = cons_arm(s);
+	if (r == 0) {
+		/* (with data found the wait reports it, and stands behind no flag) */
 		armer_set(s, was_up, (uintptr_t)pthread_self());
-	if (r == 0)
 		san_rxwatch_quiet_end(s); /* armed; with data it stays quiet, the caller reports it */
+	}
 	return r != 0;
 }
 
