@@ -1638,6 +1638,23 @@ void san_sock_ring_self(struct san_sock *s)
  * anchor. epoll registrations of the number follow it (DEL before, ADD after), since epoll
  * keys them by open file, not by number. Lock held.
  */
+/*
+ * Its stream moved onto the SAN one way or both: we committed, or the peer did towards us (a
+ * connection prepared without a pause, §16: the peer's word in our receive ring says so). Both
+ * ends count such a connection as switched, whichever of them committed: the word settles the
+ * race between one side's commit and the other's letting go (a close, a FIN) atomically, so
+ * the two ends agree. Counted by our commit alone, a connection whose peer committed and whose
+ * application then closed before committing its own way was switched at one end and a
+ * fallback at the other (node's destroy() as the switch-over went on, t_app_node).
+ */
+static bool sock_moved(const struct san_sock *s)
+{
+	uint64_t x;
+
+	return s->committed ||
+	       (s->prep && s->rxr.sh && (s->rx != SK_RX_TCP || san_shm_sw_committed(s->rxr.sh, &x)));
+}
+
 /* A connection switched: counted once, and by its provider when that is not shm. */
 static void count_switched(const struct san_sock *s)
 {
@@ -1713,7 +1730,8 @@ void san_sock_stats_exit(void)
 	if (pthread_mutex_trylock(&reg_lock))
 		return;
 	for (s = reg_list; s; s = s->proc->next) {
-		if (!s->committed || s->proc->closing || s->proc->orphan || s->dropped || !reg || reg[s->fd] != s)
+		if (!sock_moved(s) || s->proc->closing || s->proc->orphan || s->dropped || !reg ||
+		    reg[s->fd] != s)
 			continue;
 		/*
 		 * A fork shared it and another process goes on with it (it let go of it just before:
@@ -5085,13 +5103,14 @@ bool san_sock_on_close(int fd)
 	 * A connection a fork shared ends when the last process lets go, as a TCP socket does:
 	 * until then the others go on with it, and this process only drops its copies.
 	 */
-	bool others = sock_let_go(s);
+	bool others = sock_let_go(s), moved;
 
 	if (others)
 		san_debug("fd %d: closed here, another process still uses the connection", fd);
 	else
 		sock_end_last(s);
-	if (s->committed && !s->swapped) {
+	moved = sock_moved(s);
+	if (moved && !s->swapped) {
 		/* Switched, though the application never read past the MARK: count it so. */
 		san_fd_set_state(fd, SAN_FD_SWITCHED);
 		count_switched(s);
@@ -5101,7 +5120,7 @@ bool san_sock_on_close(int fd)
 	 * (as at an exit, san_sock_stats_exit): each sharer's copy of the counts holds the same
 	 * bytes, and every close counted them before.
 	 */
-	if (s->committed) {
+	if (moved) {
 		if (!others && san_stats_enabled()) {
 			san_stats_add(SAN_STAT_TCP_TX_BYTES, s->tcp_tx);
 			san_stats_add(SAN_STAT_TCP_RX_BYTES, s->tcp_rx);

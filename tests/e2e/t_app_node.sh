@@ -64,6 +64,9 @@ c=$(field "$cl" connects) || exit 1
 # not_owner) or its stream moved under the count check (state). Both are right; the old
 # threshold of 20 failed 1 run in 8 (once in a fresh clone's make check).
 [ "$(field "$cl" switched)" -ge 17 ] || fail "fewer than 17 of the agent's 20 connections switched at the client: $cl"
+# Both ends count a connection whose stream moved either way (one end committed, the other
+# closed before it did: node's destroy() mid-switch); counted by each end's own commit, they
+# differed by 1 or 2 in 1 run in 8 (5 in 21 on a loaded machine).
 [ "$(field "$sl" switched)" -eq "$(field "$cl" switched)" ] || fail "the server switched $(field "$sl" switched), the client $(field "$cl" switched): $sl"
 log "node http and net: as over kernel TCP; client switched $(field "$cl" switched) of $c connections, server the same"
 log "PASS"
