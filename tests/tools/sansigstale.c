@@ -72,8 +72,11 @@ static const char *result(ssize_t r, int err, char *buf, size_t len)
 	return buf;
 }
 
-/* The peer: listen on 127.0.0.1, tell the port, accept two connections, then wait to be killed. */
-static pid_t peer(struct sockaddr_in *a)
+/*
+ * The peer: listen on 127.0.0.1, tell the port, accept two connections, say so, then wait to be
+ * killed. *ready: the pipe end that says so (a byte after both accepts).
+ */
+static pid_t peer(struct sockaddr_in *a, int *ready)
 {
 	socklen_t al = sizeof(*a);
 	int p[2], l;
@@ -93,11 +96,14 @@ static pid_t peer(struct sockaddr_in *a)
 			die("write");
 		if (accept(l, NULL, NULL) < 0 || accept(l, NULL, NULL) < 0)
 			die("accept");
+		if (write(p[1], "", 1) != 1)
+			die("write");
 		for (;;)
 			pause();
 	}
 	if (read(p[0], a, sizeof(*a)) != (ssize_t)sizeof(*a))
 		die("read");
+	*ready = p[0];
 	return pid;
 }
 
@@ -109,16 +115,18 @@ int main(void)
 	pthread_t t;
 	double t0;
 	ssize_t r;
-	int c1, c2, e, h0;
+	int c1, c2, e, h0, ready;
 	pid_t p;
 
-	p = peer(&a);
+	p = peer(&a, &ready);
 	c1 = socket(AF_INET, SOCK_STREAM, 0);
 	c2 = socket(AF_INET, SOCK_STREAM, 0);
 	if (c1 < 0 || c2 < 0 || connect(c1, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    connect(c2, (struct sockaddr *)&a, sizeof(a)) < 0)
 		die("connect");
-	usleep(200000); /* both accepted */
+	/* both accepted (a fixed sleep was not always enough: the case then tested nothing) */
+	if (read(ready, buf, 1) != 1)
+		die("the peer's accepts");
 	memset(&sa, 0, sizeof(sa)); /* no SA_RESTART */
 	sa.sa_handler = on_usr1;
 	if (sigaction(SIGUSR1, &sa, NULL) < 0)
