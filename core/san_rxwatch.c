@@ -91,7 +91,8 @@ uint32_t san_rxwatch_ctl_gen(void)
 	return __atomic_load_n(&ctl_gen, __ATOMIC_SEQ_CST);
 }
 
-bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool edge, uint32_t gen, bool *ready)
+bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool edge, uint32_t gen, bool may_sleep,
+		       bool *ready)
 {
 	struct san_sock *s;
 	bool ok;
@@ -118,6 +119,8 @@ bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool edge, uint32_t gen, b
 			  "no doorbell per arrival meanwhile", fd);
 	}
 	if (ok) {
+		if (may_sleep)
+			s->proc->wait_watched = true;
 		*w = (struct san_rxwatch){ .s = s, .prod = &s->rxr.sh->prod, .rd = &s->rxr.rd,
 					   .edge = edge };
 		if (w->edge) {
@@ -240,6 +243,18 @@ bool san_rxwatch_defer(struct san_sock *s)
 	return true;
 }
 
+/*
+ * Until 2026-12-02 such a receive armed: an event loop that reads until EAGAIN (memcached,
+ * nginx's keep-alive read) made its peer ring for every request, which the loop's next
+ * epoll_wait would have found spinning. A wait the preload cannot see (a raw system call, a
+ * poll of another thread) learns of the next frame by the tick, as after a read that emptied
+ * the ring.
+ */
+bool san_rxwatch_defer_empty(struct san_sock *s)
+{
+	return s->proc->wait_watched && san_rxwatch_defer(s);
+}
+
 void san_rxwatch_atfork_child(void)
 {
 	san_tick_atfork_child(&tick);
@@ -261,6 +276,7 @@ void san_rxwatch_epoll_ctl(int fd, int op)
 	san_sock_lock(s);
 	/* (a MOD re-arms an edge-triggered registration: reported if readable, as the kernel's) */
 	s->edge_seen = UINT64_MAX;
+	s->proc->wait_watched = false; /* (a DEL: its waits may not be ours any more) */
 	if (s->et_watch) {
 		/*
 		 * Its registrations changed: perhaps no longer its only one (another set, which
@@ -390,9 +406,17 @@ static void announce(uint32_t before)
 		san_sock_lock(s);
 		if (quiet_before(s, before)) {
 			/* arm: the flag up if the application read the ring empty, else X rung */
-			if (s->rxr.sh)
-				(void)(before == UINT32_MAX ? san_conn_rx_arm_sleeper(s)
-							    : san_conn_rx_arm_tick(s));
+			if (s->rxr.sh && before == UINT32_MAX)
+				(void)san_conn_rx_arm_sleeper(s);
+			else if (s->rxr.sh && san_conn_rx_arm_tick(s) == 1)
+				/*
+				 * Its data waited a tick with no wait of ours to find it: one we
+				 * cannot see may sleep on X (a raw system call), so its nonblocking
+				 * reads arm again (san_rxwatch_defer_empty) until one of our waits
+				 * that may sleep watches it once more: a tick late once, not at
+				 * every message.
+				 */
+				s->proc->wait_watched = false;
 			san_rxwatch_quiet_end(s);
 		}
 		pthread_mutex_unlock(&s->lock);

@@ -46,9 +46,11 @@ uint32_t san_rxwatch_ctl_gen(void);
  * at the sets made when san_rxwatch_ctl_gen() was gen (a connection that ever had a second
  * number is refused): it is ready only once the ring moved past where it was last reported
  * (s->edge_seen), and while it is watched or quiet the peer rings no doorbell per arrival
- * (cons_edges down).
+ * (cons_edges down). may_sleep: the wait has a timeout, and is the application's wait for the
+ * connection, not a look in passing (san_sock_proc.wait_watched).
  */
-bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool edge, uint32_t gen, bool *ready);
+bool san_rxwatch_begin(struct san_rxwatch *w, int fd, bool edge, uint32_t gen, bool may_sleep,
+		       bool *ready);
 
 /* Something in the ring (an edge: something new since seen): a look without the lock, then
  * one under it. */
@@ -107,6 +109,14 @@ static inline bool san_rxwatch_any_quiet(void)
  * land in time). Lock held.
  */
 bool san_rxwatch_defer(struct san_sock *s);
+
+/*
+ * A nonblocking receive found the ring empty (EAGAIN): left quiet as san_rxwatch_defer leaves
+ * it (true), if a wait through the preload watched its ring since its last epoll_ctl, so that
+ * the application's next wait is likely ours again and its spin catches the next frame; the
+ * peer then rings no doorbell for it. false: arm, as for a wait we cannot see. Lock held.
+ */
+bool san_rxwatch_defer_empty(struct san_sock *s);
 
 /*
  * Armed if quiet, and off this process's count: before a fork copies or shares s

@@ -1633,12 +1633,6 @@ void san_sock_ring_self(struct san_sock *s)
 }
 
 /*
- * The read side reached the peer's MARK and both directions are on the SAN: the fd number
- * becomes the notification socket X (docs/engine.md §5). The TCP socket lives on as the
- * anchor. epoll registrations of the number follow it (DEL before, ADD after), since epoll
- * keys them by open file, not by number. Lock held.
- */
-/*
  * Its stream moved onto the SAN one way or both: we committed, or the peer did towards us (a
  * connection prepared without a pause, §16: the peer's word in our receive ring says so). Both
  * ends count such a connection as switched, whichever of them committed: the word settles the
@@ -1653,6 +1647,22 @@ static bool sock_moved(const struct san_sock *s)
 
 	return s->committed ||
 	       (s->prep && s->rxr.sh && (s->rx != SK_RX_TCP || san_shm_sw_committed(s->rxr.sh, &x)));
+}
+
+/*
+ * The same at an exit, which holds only the registry's lock: the peer's word is read under the
+ * connection's lock (the engine may end the prepared state and unmap the rings meanwhile), if
+ * that is free (the exit may interrupt a thread that holds it: then our commit alone says).
+ */
+static bool sock_moved_at_exit(struct san_sock *s)
+{
+	bool moved = s->committed;
+
+	if (!moved && s->prep && san_sock_trylock(s)) {
+		moved = sock_moved(s);
+		pthread_mutex_unlock(&s->lock);
+	}
+	return moved;
 }
 
 /* A connection switched: counted once, and by its provider when that is not shm. */
@@ -1730,8 +1740,8 @@ void san_sock_stats_exit(void)
 	if (pthread_mutex_trylock(&reg_lock))
 		return;
 	for (s = reg_list; s; s = s->proc->next) {
-		if (!sock_moved(s) || s->proc->closing || s->proc->orphan || s->dropped || !reg ||
-		    reg[s->fd] != s)
+		if (!sock_moved_at_exit(s) || s->proc->closing || s->proc->orphan || s->dropped ||
+		    !reg || reg[s->fd] != s)
 			continue;
 		/*
 		 * A fork shared it and another process goes on with it (it let go of it just before:
@@ -1816,6 +1826,12 @@ static unsigned long tcp_ino(int fd)
 	return SAN_SYS(SYS_fstat, (long)fd, &st) == 0 ? (unsigned long)st.st_ino : 0;
 }
 
+/*
+ * The read side reached the peer's MARK and both directions are on the SAN: the fd number
+ * becomes the notification socket X (docs/engine.md §5). The TCP socket lives on as the
+ * anchor. epoll registrations of the number follow it (DEL before, ADD after), since epoll
+ * keys them by open file, not by number. Lock held.
+ */
 int san_sock_swap(struct san_sock *s)
 {
 	enum ep_move move[SAN_SOCK_EPOLL_MAX];
@@ -2856,6 +2872,15 @@ void san_sock_check_anchor(struct san_sock *s)
 		san_sock_unplug(s->ylocal);
 }
 
+/* A nonblocking read found the ring empty and leaves the flag up (counted: shm_empty_arms). */
+static int empty_arm(struct san_sock *s)
+{
+	/* (an ended stream's arm puts no flag up: X stays ready) */
+	if (s->prov && s->prov->wire == SAN_PROV_SHM && !s->err && !s->peer_fin && !s->anchor_dead)
+		san_stats_add(SAN_STAT_SHM_EMPTY_ARMS, 1);
+	return san_conn_rx_arm(s);
+}
+
 /* Spin on the rings first: sleeping in the kernel costs more than a short wait (SPIN_US). */
 static bool spin_for(struct san_sock *s)
 {
@@ -3789,9 +3814,11 @@ ssize_t san_sock_recvmsg(int fd, struct msghdr *m, int flags)
 			/*
 			 * Empty: whoever waits next (we, or the application in poll/epoll) sleeps
 			 * on X, so the peer must ring it: arm. Data that came meanwhile: again.
+			 * Nonblocking, of a connection an epoll_wait of ours watched: quiet instead
+			 * (san_rxwatch_defer_empty), for that wait's spin to find the next frame.
 			 */
 			if (r == -EAGAIN && ((!nb && (spin_for(s) || san_conn_rx_arm_mine(s) == 1)) ||
-					     (nb && san_conn_rx_arm(s) == 1)))
+					     (nb && !san_rxwatch_defer_empty(s) && empty_arm(s) == 1)))
 				r = -EINTR;
 			else if (r == -EAGAIN && !nb && !claimed && !done && !(flags & MSG_PEEK))
 				/* about to sleep: the peer may write straight into the buffer */
@@ -4781,6 +4808,9 @@ static struct san_sock *fork_child_sock(struct fork_rec *r)
 
 	if (r->ref)
 		r->proc->refs--; /* san_sock_atfork_prepare's, which the parent lets go */
+	/* the parent's waits and flag, not the child's (san_sock_proc) */
+	r->proc->wait_watched = false;
+	r->proc->rx_armer = 0;
 	if (r->shared) {
 		r->proc->watch_due = r->proc->from_fork = true;
 		return r->s;

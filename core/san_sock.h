@@ -96,6 +96,12 @@ struct san_sock_proc {
 	 * Lock held.
 	 */
 	uintptr_t rx_armer;
+	/*
+	 * A wait through the preload (an epoll_wait's watch) watched its ring since its last
+	 * epoll_ctl: the application's waits for it are ours, and a nonblocking receive that finds
+	 * the ring empty may leave it quiet (san_rxwatch_defer_empty). Lock held.
+	 */
+	bool wait_watched;
 	bool name_decided;	 /* B: named, or not to be named, in this process */
 	uint64_t name_retry_ns;	 /* B: that name was in use: the next try not before (0: none yet) */
 	uint64_t name_give_up_ns; /* B: ... and none after this (san_up_name_conn) */

@@ -48,6 +48,9 @@ enum san_stat {
 				      * the flag up for a wait not its own thread's (another
 				      * thread's, poll's), or could not leave it down (not
 				      * watchable, SANSWITCH_SPIN_US=0, a doorbell late) */
+	SAN_STAT_SHM_EMPTY_ARMS = 23, /* ... of them by a nonblocking read that found the ring
+				       * empty (EAGAIN) of a connection no wait of ours watched,
+				       * or whose flag stands for another's wait */
 	SAN_STAT_NR,
 };
 

@@ -40,6 +40,7 @@ static const char *const san_stat_names[SAN_STAT_NR] = {
 	[SAN_STAT_SHM_BELLS] = "shm_bells",
 	[SAN_STAT_SHM_ARMS] = "shm_arms",
 	[SAN_STAT_SHM_READ_ARMS] = "shm_read_arms",
+	[SAN_STAT_SHM_EMPTY_ARMS] = "shm_empty_arms",
 };
 /* clang-format on */
 

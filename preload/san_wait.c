@@ -660,6 +660,7 @@ static int ep_watch(const struct epcall *c, int epfd, struct epoll_event *ev, in
 	int n, r;
 
 	x.ctl_gen = san_rxwatch_ctl_gen();
+	x.may_sleep = ms != 0;
 	n = san_epshadow_watch_in(epfd, ent, SAN_WATCH_MAX);
 	if (n <= 0 || n > SAN_WATCH_MAX)
 		return -2;

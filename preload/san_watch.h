@@ -22,6 +22,7 @@ struct san_watchset {
 	int found;
 	bool looked; /* a FOUND came with a look at the kernel (*kr is its answer) */
 	uint32_t ctl_gen; /* san_rxwatch_ctl_gen() before the caller looked at its set */
+	bool may_sleep;	  /* the wait has a timeout (san_rxwatch_begin) */
 	uint64_t start, until;
 };
 

@@ -832,7 +832,7 @@ START_TEST(test_format_line)
 			      "direct_read_tx_bytes=13 switched_verbs=14 "
 			      "verbs_direct_rx_bytes=15 verbs_reg_hits=16 verbs_reg_misses=17 "
 			      "verbs_ahead_rx_bytes=18 verbs_cq_engine=19 verbs_cq_app=20 "
-			      "shm_bells=21 shm_arms=22 shm_read_arms=23 "
+			      "shm_bells=21 shm_arms=22 shm_read_arms=23 shm_empty_arms=24 "
 			      "fallback_timeout=1 "
 			      "fallback_not_attempted=2\n");
 	ck_assert_uint_eq(n, strlen(buf));
