@@ -244,9 +244,10 @@ bool san_rxwatch_defer(struct san_sock *s)
 }
 
 /*
- * Until 2026-12-02 such a receive armed: an event loop that reads until EAGAIN (memcached,
- * nginx's keep-alive read) made its peer ring for every request, which the loop's next
- * epoll_wait would have found spinning. A wait the preload cannot see (a raw system call, a
+ * Until 2026-12-02 such a receive armed: an event loop that reads until EAGAIN at every message
+ * (mio/tokio's readiness model, t_spin_eagain's server; memcached and nginx turned out not to)
+ * made its peer ring whenever its send landed before the loop's next epoll_wait had taken the
+ * flag down again to watch the ring. A wait the preload cannot see (a raw system call, a
  * poll of another thread) learns of the next frame by the tick, as after a read that emptied
  * the ring.
  */

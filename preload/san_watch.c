@@ -15,8 +15,8 @@ bool san_watch_add(struct san_watchset *x, int fd, int key, bool edge)
 {
 	bool ready = false;
 
-	if (x->n == SAN_WATCH_MAX || !san_rxwatch_begin(&x->w[x->n], fd, edge, x->ctl_gen, x->may_sleep,
-							  &ready))
+	if (x->n == SAN_WATCH_MAX ||
+	    !san_rxwatch_begin(&x->w[x->n], fd, edge, x->ctl_gen, x->may_sleep, &ready))
 		return false;
 	x->key[x->n] = key;
 	x->ready[x->n] = ready;
