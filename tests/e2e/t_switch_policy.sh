@@ -18,6 +18,8 @@
 #   - a client proposing earlier than the server's policy (its own SANSWITCH_SWITCH_AFTER=1):
 #     refused BUSY once (the server's receive in the kernel), switched at its 3rd request;
 #   - a client that acknowledges each piece of one reply (pieces.py): switched;
+#   - an upload refused once in a send (counts_busy), then half-closed before it reads
+#     (upload_eof.py): switched at the shutdown;
 #   - one end preloaded, the other not (either way): bytes checked, nothing switched, no stall.
 # timeout: 180
 # shellcheck source=tests/e2e/lib.sh
@@ -178,6 +180,33 @@ busy=$(tr ' ' '\n' <<<"$CL" | sed -n 's/^fallback_busy=//p')
 [ "$sw" -ge $((CONNS - 1)) ] && [ $((sw + ${busy:-0})) -eq "$CONNS" ] ||
 	fail "pieces: expected $CONNS switched (at most one refused BUSY three times): $CL"
 log "a client acknowledging each piece of one reply: $sw of $CONNS switched"
+
+# An upload that half-closes before it reads (upload_eof.py: 1.4 MB in 64 KiB sends, then
+# shutdown(SHUT_WR), then the server's digest): due by bytes in its 21st send (1 MiB past the
+# 256 KiB), where the client's first look at the kernel's counts finds them moving
+# (SANSWITCH_FAULT=counts_busy at the client: a try refused, as under load when the server does
+# not answer in time); its next try would come 256 KiB later, after the end of its stream. The
+# shutdown, which ends the window, is that try: every connection switched. Before, the refusal's
+# later mark held at the shutdown too, and none switched (not_attempted at both ends; the same
+# connection in t_switch_duplex under two CPU hogs, 1 run in 10).
+start_pf eof.srv pre "$PY" "$E2E_DIR/upload_eof.py" server '{PORTFILE}' "$CONNS"
+rc=0
+as_t pre 60 env SANSWITCH_FAULT=counts_busy "$PY" "$E2E_DIR/upload_eof.py" client "$SERVER_PORT" \
+	"$CONNS" 1400000 65536 >"$TMP/eof.cli.out" 2>"$TMP/eof.cli.err" || rc=$?
+wait_pid "$SERVER_PID" 30 || rc=$?
+no_preload_errors "$TMP/eof.cli.err" "$TMP/eof.srv.err"
+[ "$rc" -eq 0 ] || { show "$TMP/eof.cli.out" "$TMP/eof.cli.err" "$TMP/eof.srv.err"; fail "eof: exit $rc"; }
+[ "$(grep -c '^conn [0-9]* ok$' "$TMP/eof.cli.out")" -eq "$CONNS" ] ||
+	{ show "$TMP/eof.cli.out"; fail "eof: expected $CONNS 'conn I ok' lines"; }
+pid=$(sed -n 's/^# pid \([0-9]*\) client$/\1/p' "$TMP/eof.cli.out")
+CL=$(pid_line "$TMP/eof.cli.err" "$pid") || exit 1
+pid=$(sed -n 's/^# pid \([0-9]*\) listener$/\1/p' "$TMP/eof.srv.out")
+SL=$(pid_line "$TMP/eof.srv.err" "$pid") || exit 1
+for l in "$CL" "$SL"; do expect eof "$l" switched "$CONNS"; done
+# the whole upload over TCP (the proposal came at its end), the digest over the SAN
+expect eof "$CL" tcp_tx_bytes $((CONNS * 1400000))
+expect eof "$SL" san_tx_bytes $((CONNS * 32))
+log "an upload refused once in a send, then half-closed before reading: all $CONNS switched at the shutdown"
 
 run cli_only none pre 10 18
 expect cli_only "$CL" switched 0
