@@ -188,11 +188,14 @@ log "a client acknowledging each piece of one reply: $sw of $CONNS switched"
 # not answer in time); its next try would come 256 KiB later, after the end of its stream. The
 # shutdown, which ends the window, is that try: every connection switched. Before, the refusal's
 # later mark held at the shutdown too, and none switched (not_attempted at both ends; the same
-# connection in t_switch_duplex under two CPU hogs, 1 run in 10).
+# connection in t_switch_duplex under two CPU hogs, 1 run in 10). The refusal is checked to have
+# come (the client's debug line, once per connection); this assumes no send waits for TCP's
+# buffer before 1.25 MiB (about 4 MB fit on loopback with the default tcp_wmem and tcp_rmem).
 start_pf eof.srv pre "$PY" "$E2E_DIR/upload_eof.py" server '{PORTFILE}' "$CONNS"
 rc=0
-as_t pre 60 env SANSWITCH_FAULT=counts_busy "$PY" "$E2E_DIR/upload_eof.py" client "$SERVER_PORT" \
-	"$CONNS" 1400000 65536 >"$TMP/eof.cli.out" 2>"$TMP/eof.cli.err" || rc=$?
+as_t pre 60 env SANSWITCH_FAULT=counts_busy SANSWITCH_LOG=debug SANSWITCH_LOG_RATE=0 "$PY" \
+	"$E2E_DIR/upload_eof.py" client "$SERVER_PORT" "$CONNS" 1400000 65536 >"$TMP/eof.cli.out" \
+	2>"$TMP/eof.cli.err" || rc=$?
 wait_pid "$SERVER_PID" 30 || rc=$?
 no_preload_errors "$TMP/eof.cli.err" "$TMP/eof.srv.err"
 [ "$rc" -eq 0 ] || { show "$TMP/eof.cli.out" "$TMP/eof.cli.err" "$TMP/eof.srv.err"; fail "eof: exit $rc"; }
@@ -200,6 +203,8 @@ no_preload_errors "$TMP/eof.cli.err" "$TMP/eof.srv.err"
 	{ show "$TMP/eof.cli.out"; fail "eof: expected $CONNS 'conn I ok' lines"; }
 pid=$(sed -n 's/^# pid \([0-9]*\) client$/\1/p' "$TMP/eof.cli.out")
 CL=$(pid_line "$TMP/eof.cli.err" "$pid") || exit 1
+n=$(grep -c 'proposing again later' "$TMP/eof.cli.err")
+[ "$n" -eq "$CONNS" ] || { show "$TMP/eof.cli.err"; fail "eof: expected one refused try per connection, saw $n"; }
 pid=$(sed -n 's/^# pid \([0-9]*\) listener$/\1/p' "$TMP/eof.srv.out")
 SL=$(pid_line "$TMP/eof.srv.err" "$pid") || exit 1
 for l in "$CL" "$SL"; do expect eof "$l" switched "$CONNS"; done
