@@ -80,6 +80,7 @@ static const char *const san_fault_names[SAN_FAULT_NR] = {
 	[SAN_FAULT_FORK_NOMEM] = "fork_nomem",
 	[SAN_FAULT_BELL_STUCK] = "bell_stuck",
 	[SAN_FAULT_SWITCH_LATE] = "switch_late",
+	[SAN_FAULT_ACCEPT_LATE] = "accept_late",
 };
 /* clang-format on */
 
@@ -87,9 +88,9 @@ static const char *const san_fault_names[SAN_FAULT_NR] = {
 #define SAN_FAULT_LIST \
 	"reg_fail,alloc_fail,cma_fail,side_refuse,side_drop,mark_bad,src_late,ring_garbage," \
 	"counts_busy,bell_late,fork_die_locked,fork_nomem,bell_stuck," \
-	"switch_late"
+	"switch_late,accept_late"
 
-_Static_assert(SAN_FAULT_NR == 14, "a new fault needs its name in san_fault_names[] and "
+_Static_assert(SAN_FAULT_NR == 15, "a new fault needs its name in san_fault_names[] and "
 				  "SAN_FAULT_LIST, and a line in man/libsanswitch.7");
 _Static_assert(SAN_FAULT_NR <= 32, "faults are a 32-bit mask");
 

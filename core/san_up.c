@@ -800,6 +800,7 @@ struct side_conn {
 	int lite_busy;	  /* B: ... of the lite candidate with this number (san_lite.h), or -1 */
 	struct san_side_rx prx; /* that PROPOSE, kept for the retry (owns its fds) */
 	int tries;
+	bool held_late;	    /* B: SANSWITCH_FAULT=accept_late has held this PROPOSE back */
 	struct san_sock *s; /* after PROPOSE: the connection being upgraded (a reference) */
 	int stage;	    /* 0: expect PROPOSE; 1: paused, expect SWITCH; 2: done */
 };
@@ -947,6 +948,14 @@ static void b_diag_drop(void)
 	engine_diag = -1;
 }
 
+/* Has the proposer closed its end of the side channel (it gave up waiting for our answer)? */
+static bool side_peer_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	return san_sys_poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
 static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 {
 	const struct san_propose *p = &rx->msg.u.propose;
@@ -1046,6 +1055,15 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 		/* (our own number closed meanwhile: a forked copy's parent lets go) */
 		return san_sock_current(s) ? SAN_R_CREDENTIALS : SAN_R_NOT_OWNER;
 	}
+	/*
+	 * A that stopped waiting for our answer (its ACCEPT timer: 50 ms for a try it repeats
+	 * later) has closed its end: an ACCEPT now fails once our reader is prepared, and that
+	 * failure leaves the connection on TCP for good, where a refusal leaves it a candidate
+	 * for A's next try. Under load this engine thread got its CPU after A's timer (one
+	 * connection of t_switch_duplex's 20 stayed TCP, 1 run in 60 with two CPU hogs).
+	 */
+	if (side_peer_gone(c->w.fd))
+		return SAN_R_TIMEOUT;
 	if (b_pair(&x, &y) < 0)
 		return SAN_R_RESOURCES;
 	san_sock_lock(s);
@@ -1283,7 +1301,16 @@ static bool b_receive_returns_soon(struct san_sock *s, int lite)
  */
 static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 {
-	uint16_t why = b_propose(c, &c->prx);
+	uint16_t why;
+
+	if (san_fault(SAN_FAULT_ACCEPT_LATE) && !c->held_late &&
+	    (c->prx.msg.u.propose.caps & SAN_CAP_RETRIES)) {
+		c->held_late = true;
+		ev_timer_set(&c->retry, 0.1, 0.);
+		san_ev.ev_timer_start(loop, &c->retry);
+		return;
+	}
+	why = b_propose(c, &c->prx);
 
 	/* (a proposer that tries again later hears at once: no data call of its waits on us) */
 	if (why == SAN_R_NOT_OWNER && !(c->prx.msg.u.propose.caps & SAN_CAP_RETRIES) &&

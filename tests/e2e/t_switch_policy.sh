@@ -8,6 +8,8 @@
 #     bytes), the 17th and 18th over the SAN;
 #   - twenty requests, each end's first look at the kernel's counts finding them moving
 #     (SANSWITCH_FAULT=counts_busy): the first eighteen over TCP, the rest over the SAN;
+#   - a server that answers after the client gave up (SANSWITCH_FAULT=accept_late): switched
+#     at the client's third try;
 #   - SANSWITCH_SWITCH_AFTER=2: the first two over TCP; =0: none (proposed before any byte);
 #   - one 1 MiB request in 64 KiB sends: due after 256 KiB moved (the length and 4 pieces over
 #     TCP), proposed at the first send that finds TCP's buffer full, else at the receive of the
@@ -87,6 +89,17 @@ for l in "$CL" "$SL"; do expect busy "$l" switched "$CONNS"; done
 expect busy "$CL" tcp_tx_bytes $((CONNS * 18 * 18))
 expect busy "$CL" san_tx_bytes $((CONNS * 2 * 18))
 log "counts unreadable at the first look of each end: all $CONNS switched two requests later"
+
+# A server that answers late, after the client stopped waiting (SANSWITCH_FAULT=accept_late: a
+# PROPOSE the client will repeat is answered 100 ms late, past the client's 50 ms): the first two
+# tries, at the 17th and 18th requests, time out at the client; the third, its last, is answered
+# at once. The server must not answer a client that has gone: its answer would fail after its
+# reader was prepared, and the connection stayed TCP for good (the third try then refused STATE).
+run late_answer pre pre 10 21 SANSWITCH_FAULT=accept_late
+for l in "$CL" "$SL"; do expect late_answer "$l" switched "$CONNS"; done
+expect late_answer "$CL" tcp_tx_bytes $((CONNS * 18 * 18))
+expect late_answer "$CL" san_tx_bytes $((CONNS * 3 * 18))
+log "a server answering after the client gave up twice: all $CONNS switched at the third try"
 
 run after2 pre pre 10 3 SANSWITCH_SWITCH_AFTER=2
 expect after2 "$CL" switched "$CONNS"
