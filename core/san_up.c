@@ -795,12 +795,13 @@ void san_up_wait_prepared(struct san_sock *s)
 
 struct side_conn {
 	ev_io w;
-	ev_timer retry;	  /* B: the PROPOSE came before accept(): look again shortly */
+	ev_timer retry;	  /* B: the PROPOSE came before accept(): look again shortly (and
+			   * SANSWITCH_FAULT=accept_late's hold) */
 	bool busy_kernel; /* B: ... or met a receive in the kernel (BUSY): b_receive_returns_soon */
 	int lite_busy;	  /* B: ... of the lite candidate with this number (san_lite.h), or -1 */
 	struct san_side_rx prx; /* that PROPOSE, kept for the retry (owns its fds) */
 	int tries;
-	bool held_late;	    /* B: SANSWITCH_FAULT=accept_late has held this PROPOSE back */
+	int held_late;	    /* B: SANSWITCH_FAULT=accept_late's looks, 10 ms apart, so far */
 	struct san_sock *s; /* after PROPOSE: the connection being upgraded (a reference) */
 	int stage;	    /* 0: expect PROPOSE; 1: paused, expect SWITCH; 2: done */
 };
@@ -948,12 +949,16 @@ static void b_diag_drop(void)
 	engine_diag = -1;
 }
 
-/* Has the proposer closed its end of the side channel (it gave up waiting for our answer)? */
+/*
+ * Has the proposer given up waiting for our answer? It sends nothing between its PROPOSE and
+ * our answer but the ABORT it sends as it gives up, then closes its end (which a fork child's
+ * copy may keep open: the ABORT says it all the same).
+ */
 static bool side_peer_gone(int fd)
 {
-	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
 
-	return san_sys_poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+	return san_sys_poll(&p, 1, 0) == 1;
 }
 
 static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
@@ -1303,10 +1308,10 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 {
 	uint16_t why;
 
-	if (san_fault(SAN_FAULT_ACCEPT_LATE) && !c->held_late &&
-	    (c->prx.msg.u.propose.caps & SAN_CAP_RETRIES)) {
-		c->held_late = true;
-		ev_timer_set(&c->retry, 0.1, 0.);
+	/* (held until A has given up, not for a time: on a loaded host A may be late too) */
+	if (san_fault(SAN_FAULT_ACCEPT_LATE) && (c->prx.msg.u.propose.caps & SAN_CAP_RETRIES) &&
+	    !side_peer_gone(c->w.fd) && c->held_late++ < 200) {
+		ev_timer_set(&c->retry, 0.01, 0.);
 		san_ev.ev_timer_start(loop, &c->retry);
 		return;
 	}

@@ -91,7 +91,7 @@ expect busy "$CL" san_tx_bytes $((CONNS * 2 * 18))
 log "counts unreadable at the first look of each end: all $CONNS switched two requests later"
 
 # A server that answers late, after the client stopped waiting (SANSWITCH_FAULT=accept_late: a
-# PROPOSE the client will repeat is answered 100 ms late, past the client's 50 ms): the first two
+# PROPOSE the client will repeat is answered once the client gave up on it): the first two
 # tries, at the 17th and 18th requests, time out at the client; the third, its last, is answered
 # at once. The server must not answer a client that has gone: its answer would fail after its
 # reader was prepared, and the connection stayed TCP for good (the third try then refused STATE).
