@@ -2631,6 +2631,13 @@ void san_sock_prep_looking(struct san_sock *s)
 	lowat_hold(s);
 }
 
+int san_sock_prep_withdraw(struct san_sock *s, const char *why)
+{
+	uint64_t x;
+
+	return sock_withdraw(s, &x, why);
+}
+
 void san_sock_prep_end(struct san_sock *s)
 {
 	if (!s->prep)

@@ -520,6 +520,11 @@ void san_sock_prep_ready(struct san_sock *s);
 bool san_sock_tcp_unread(struct san_sock *s);
 /* ... LOOKING: the rings are ours, our reader looks at the peer's word from now on. Lock held. */
 void san_sock_prep_looking(struct san_sock *s);
+/*
+ * ... before our commit, our reader lets go of the peer's switch-over word: 0 let go, 1 the
+ * peer had committed, else its word lied. Lock held.
+ */
+int san_sock_prep_withdraw(struct san_sock *s, const char *why);
 /* ... no more (fallen back, or withdrawn): the application's SO_RCVLOWAT back. Lock held. */
 void san_sock_prep_end(struct san_sock *s);
 /*

@@ -795,13 +795,13 @@ void san_up_wait_prepared(struct san_sock *s)
 
 struct side_conn {
 	ev_io w;
-	ev_timer retry;	  /* B: the PROPOSE came before accept(): look again shortly (and
-			   * SANSWITCH_FAULT=accept_late's hold) */
+	ev_timer retry;	  /* B: the PROPOSE came before accept(): look again shortly */
 	bool busy_kernel; /* B: ... or met a receive in the kernel (BUSY): b_receive_returns_soon */
 	int lite_busy;	  /* B: ... of the lite candidate with this number (san_lite.h), or -1 */
 	struct san_side_rx prx; /* that PROPOSE, kept for the retry (owns its fds) */
 	int tries;
-	int held_late;	    /* B: SANSWITCH_FAULT=accept_late's looks, 10 ms apart, so far */
+	int held_late;	    /* B: SANSWITCH_FAULT=accept_late holds the answer: 1 before
+			     * b_propose looks, 2 once it prepared */
 	struct san_sock *s; /* after PROPOSE: the connection being upgraded (a reference) */
 	int stage;	    /* 0: expect PROPOSE; 1: paused, expect SWITCH; 2: done */
 };
@@ -849,6 +849,47 @@ void san_up_b_fallback(struct san_sock *s, unsigned int reason)
 		san_up_fallback(s, reason);
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * A gave up on our answer (its timer fired: a try it makes again later, SAN_CAP_RETRIES)
+ * before it committed: our preparation is undone and the connection stays a candidate for
+ * that try, where san_up_b_fallback would leave it on TCP for good (A's next try refused
+ * STATE). Not once anything committed, or the word says A did (the caller falls back then).
+ * True: a candidate again.
+ */
+static bool b_unprepare(struct san_sock *s)
+{
+	bool ok;
+
+	san_sock_lock(s);
+	ok = !s->committed && !s->dropped && !s->err && !s->proc->closing && s->tx == SK_TX_TCP &&
+	     (s->prep ? s->rx == SK_RX_TCP && san_sock_prep_withdraw(s, "the proposer gave up") == 0
+		      : s->rx == SK_RX_PAUSED);
+	if (ok) {
+		san_up_unmap(s);
+		if (s->xfd >= 0)
+			san_sys_close(s->xfd);
+		if (s->ylocal >= 0)
+			san_sys_close(s->ylocal);
+		if (s->ypeer >= 0)
+			san_sys_close(s->ypeer);
+		s->xfd = s->ylocal = s->ypeer = -1;
+		san_sock_prep_end(s);
+		san_up_unwatch_rx_edges(s);
+		if (s->rx == SK_RX_PAUSED) {
+			s->rx = SK_RX_TCP;
+			san_sock_epoll_rearm_paused(s);
+		}
+		s->attempted = false;
+		s->prov = NULL;
+		s->peer_caps = 0;
+		san_stats_conn_set(s->proc->stc, SAN_CS_CANDIDATE, SAN_CONN_KEEP, 0);
+		pthread_cond_broadcast(&s->cond);
+		san_debug("fd %d: the proposer gave up on our answer: a candidate again", s->fd);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ok;
 }
 
 /*
@@ -959,6 +1000,19 @@ static bool side_peer_gone(int fd)
 	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
 
 	return san_sys_poll(&p, 1, 0) == 1;
+}
+
+/*
+ * SANSWITCH_FAULT=accept_late: hold our answer until A has given up on it (2 s at most: on a
+ * loaded host A may be late too, so not for a fixed time). Blocks the engine thread.
+ */
+static unsigned int accept_late_n;
+
+static void accept_late_hold(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+
+	(void)san_sys_poll(&p, 1, 2000);
 }
 
 static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
@@ -1139,8 +1193,11 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	m.u.accept.nonce = s->nonce_mine;
 	m.u.accept.params = &mine;
 	m.u.accept.params_len = sizeof(mine);
+	if (c->held_late == 2)
+		accept_late_hold(c->w.fd);
 	if (san_sidechan_send(c->w.fd, &m, y) < 0) {
-		san_up_b_fallback(s, SAN_R_CHANNEL);
+		if (!((p->caps & SAN_CAP_RETRIES) && b_unprepare(s)))
+			san_up_b_fallback(s, SAN_R_CHANNEL);
 		c->stage = 2;
 		return 0;
 	}
@@ -1308,13 +1365,12 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 {
 	uint16_t why;
 
-	/* (held until A has given up, not for a time: on a loaded host A may be late too) */
+	/* every other PROPOSE held before b_propose looks, the others once it prepared */
 	if (san_fault(SAN_FAULT_ACCEPT_LATE) && (c->prx.msg.u.propose.caps & SAN_CAP_RETRIES) &&
-	    !side_peer_gone(c->w.fd) && c->held_late++ < 200) {
-		ev_timer_set(&c->retry, 0.01, 0.);
-		san_ev.ev_timer_start(loop, &c->retry);
-		return;
-	}
+	    !c->held_late)
+		c->held_late = __atomic_add_fetch(&accept_late_n, 1, __ATOMIC_RELAXED) & 1 ? 1 : 2;
+	if (c->held_late == 1)
+		accept_late_hold(c->w.fd);
 	why = b_propose(c, &c->prx);
 
 	/* (a proposer that tries again later hears at once: no data call of its waits on us) */
@@ -1389,9 +1445,18 @@ static void b_side_read(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		if (!r)
 			san_side_rx_close_fds(&rx);
-		/* ABORT, EOF, or garbage before A committed: resume, stay TCP. */
-		san_up_b_fallback(c->s, r == 0 && rx.msg.type == SAN_T_ABORT ? rx.msg.u.abort.reason
-								       : SAN_R_CHANNEL);
+		/*
+		 * ABORT, EOF, or garbage before A committed: resume, stay TCP; a candidate still
+		 * when A gave up waiting for our answer and tries again later (its timer fired with
+		 * our ACCEPT on its way).
+		 */
+		if (!((c->prx.msg.u.propose.caps & SAN_CAP_RETRIES) &&
+		      (r == -EPIPE || (r == 0 && rx.msg.type == SAN_T_ABORT &&
+				       rx.msg.u.abort.reason == SAN_R_TIMEOUT)) &&
+		      b_unprepare(c->s)))
+			san_up_b_fallback(c->s, r == 0 && rx.msg.type == SAN_T_ABORT
+							? rx.msg.u.abort.reason
+							: SAN_R_CHANNEL);
 		side_close(loop, c);
 		return;
 	}
