@@ -210,12 +210,9 @@ static void san_up_unmap(struct san_sock *s)
 	memset(&s->rxr, 0, sizeof(s->rxr));
 }
 
-/* Before commit: undo everything, the connection stays on TCP with @reason. Lock held. 0. */
-int san_up_fallback(struct san_sock *s, unsigned int reason)
+/* Before commit: the rings, the notification sockets and the preparation go. Lock held. */
+static void up_undo(struct san_sock *s)
 {
-	if (s->side >= 0)
-		san_sys_close(s->side);
-	s->side = -1;
 	san_up_unmap(s);
 	if (s->xfd >= 0)
 		san_sys_close(s->xfd);
@@ -225,6 +222,15 @@ int san_up_fallback(struct san_sock *s, unsigned int reason)
 		san_sys_close(s->ypeer);
 	s->xfd = s->ylocal = s->ypeer = -1;
 	san_sock_prep_end(s);
+}
+
+/* Before commit: undo everything, the connection stays on TCP with @reason. Lock held. 0. */
+int san_up_fallback(struct san_sock *s, unsigned int reason)
+{
+	if (s->side >= 0)
+		san_sys_close(s->side);
+	s->side = -1;
+	up_undo(s);
 	if ((reason == SAN_R_NOT_OWNER || reason == SAN_R_BUSY || reason == SAN_R_TIMEOUT) &&
 	    san_sock_retry_later(s))
 		return 0;
@@ -867,15 +873,7 @@ static bool b_unprepare(struct san_sock *s)
 	     (s->prep ? s->rx == SK_RX_TCP && san_sock_prep_withdraw(s, "the proposer gave up") == 0
 		      : s->rx == SK_RX_PAUSED);
 	if (ok) {
-		san_up_unmap(s);
-		if (s->xfd >= 0)
-			san_sys_close(s->xfd);
-		if (s->ylocal >= 0)
-			san_sys_close(s->ylocal);
-		if (s->ypeer >= 0)
-			san_sys_close(s->ypeer);
-		s->xfd = s->ylocal = s->ypeer = -1;
-		san_sock_prep_end(s);
+		up_undo(s);
 		san_up_unwatch_rx_edges(s);
 		if (s->rx == SK_RX_PAUSED) {
 			s->rx = SK_RX_TCP;
