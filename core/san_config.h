@@ -60,7 +60,7 @@ enum san_fault {
 	SAN_FAULT_FORK_NOMEM,  /* fork(): no memory for the child's records of its connections */
 	SAN_FAULT_BELL_STUCK,  /* shm: as bell_late, 50 ms: longer than a reader waits for it */
 	SAN_FAULT_SWITCH_LATE, /* A (shm, paused) sends its SWITCH 500 ms after B's ACCEPT */
-	SAN_FAULT_ACCEPT_LATE, /* B answers a PROPOSE that A will repeat once A gave up on it */
+	SAN_FAULT_ACCEPT_LATE, /* A gives up on B's answer to a PROPOSE it will repeat (san_up.c) */
 	SAN_FAULT_NR,
 };
 

@@ -613,6 +613,12 @@ static void a_prep_read(struct ev_loop *loop, ev_io *w, int revents)
 	if (r == -EAGAIN)
 		return;
 	san_ev.ev_io_stop(loop, w);
+	if (san_fault(SAN_FAULT_ACCEPT_LATE) && ap->retries && r == 0 &&
+	    rx.msg.type == SAN_T_ACCEPT) {
+		/* as if its timer had fired first: our ABORT meets a B that answered */
+		san_side_rx_close_fds(&rx);
+		return;
+	}
 	san_ev.ev_timer_stop(loop, &ap->timer);
 	if (r < 0) {
 		a_prep_fail(NULL, ap, r == -EPIPE || r == -ECONNRESET ? ap->gone : SAN_R_MALFORMED);
@@ -807,7 +813,7 @@ struct side_conn {
 	struct san_side_rx prx; /* that PROPOSE, kept for the retry (owns its fds) */
 	int tries;
 	int held_late;	    /* B: SANSWITCH_FAULT=accept_late holds the answer: 1 before
-			     * b_propose looks, 2 once it prepared */
+			     * b_propose looks, 2 once it prepared, 3 not at all */
 	struct san_sock *s; /* after PROPOSE: the connection being upgraded (a reference) */
 	int stage;	    /* 0: expect PROPOSE; 1: paused, expect SWITCH; 2: done */
 };
@@ -857,6 +863,12 @@ void san_up_b_fallback(struct san_sock *s, unsigned int reason)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* An ABORT's reason after which A proposes again (san_up_fallback: san_sock_retry_later). */
+static bool a_tries_again(uint16_t reason)
+{
+	return reason == SAN_R_TIMEOUT || reason == SAN_R_BUSY || reason == SAN_R_NOT_OWNER;
+}
+
 /*
  * A gave up on our answer (its timer fired: a try it makes again later, SAN_CAP_RETRIES)
  * before it committed: our preparation is undone and the connection stays a candidate for
@@ -864,7 +876,7 @@ void san_up_b_fallback(struct san_sock *s, unsigned int reason)
  * STATE). Not once anything committed, or the word says A did (the caller falls back then).
  * True: a candidate again.
  */
-static bool b_unprepare(struct san_sock *s)
+static bool b_unprepare(struct san_sock *s, const char *why)
 {
 	bool ok;
 
@@ -882,9 +894,14 @@ static bool b_unprepare(struct san_sock *s)
 		s->attempted = false;
 		s->prov = NULL;
 		s->peer_caps = 0;
+		/* (the next try may come from another process of A's: b_propose keeps its pidfd) */
+		if (s->peer_pidfd >= 0)
+			san_sys_close(s->peer_pidfd);
+		s->peer_pidfd = -1;
 		san_stats_conn_set(s->proc->stc, SAN_CS_CANDIDATE, SAN_CONN_KEEP, 0);
 		pthread_cond_broadcast(&s->cond);
-		san_debug("fd %d: the proposer gave up on our answer: a candidate again", s->fd);
+		san_debug("fd %d: the proposer gave up on our answer (%s): a candidate again",
+			  s->fd, why);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return ok;
@@ -1006,9 +1023,9 @@ static bool side_peer_gone(int fd)
  */
 static unsigned int accept_late_n;
 
-static void accept_late_hold(int fd)
+static void accept_late_hold(int fd, bool until_end)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN | POLLRDHUP };
+	struct pollfd p = { .fd = fd, .events = until_end ? POLLRDHUP : POLLIN | POLLRDHUP };
 
 	(void)san_sys_poll(&p, 1, 2000);
 }
@@ -1132,6 +1149,18 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 		san_sys_close(y);
 		return SAN_R_BUSY;
 	}
+	if (s->attempted && !s->committed && !s->dropped && !s->err &&
+	    (s->prep || s->rx == SK_RX_PAUSED)) {
+		/*
+		 * Still prepared for A's earlier PROPOSE, whose channel's ABORT or end this loop
+		 * has not read yet (b_unprepare): look again in a millisecond, as for a receive.
+		 */
+		c->busy_kernel = true;
+		pthread_mutex_unlock(&s->lock);
+		san_sys_close(x);
+		san_sys_close(y);
+		return SAN_R_BUSY;
+	}
 	ok = !s->dropped && !s->proc->closing && !s->attempted && s->rx == SK_RX_TCP &&
 	     s->tx == SK_TX_TCP && !s->ep_overflow;
 	if (ok) {
@@ -1192,9 +1221,9 @@ static uint16_t b_propose(struct side_conn *c, struct san_side_rx *rx)
 	m.u.accept.params = &mine;
 	m.u.accept.params_len = sizeof(mine);
 	if (c->held_late == 2)
-		accept_late_hold(c->w.fd);
+		accept_late_hold(c->w.fd, true); /* (its end, not its ABORT: the send must fail) */
 	if (san_sidechan_send(c->w.fd, &m, y) < 0) {
-		if (!((p->caps & SAN_CAP_RETRIES) && b_unprepare(s)))
+		if (!((p->caps & SAN_CAP_RETRIES) && b_unprepare(s, "our ACCEPT did not go")))
 			san_up_b_fallback(s, SAN_R_CHANNEL);
 		c->stage = 2;
 		return 0;
@@ -1363,12 +1392,16 @@ static void b_on_propose(struct ev_loop *loop, struct side_conn *c)
 {
 	uint16_t why;
 
-	/* every other PROPOSE held before b_propose looks, the others once it prepared */
+	/*
+	 * In turn: held before b_propose looks, held once it prepared, not held (A's engine
+	 * ignores the ACCEPT of a try it repeats under this fault: its ABORT meets a prepared B)
+	 */
 	if (san_fault(SAN_FAULT_ACCEPT_LATE) && (c->prx.msg.u.propose.caps & SAN_CAP_RETRIES) &&
 	    !c->held_late)
-		c->held_late = __atomic_add_fetch(&accept_late_n, 1, __ATOMIC_RELAXED) & 1 ? 1 : 2;
+		c->held_late =
+			(int)(__atomic_fetch_add(&accept_late_n, 1, __ATOMIC_RELAXED) % 3) + 1;
 	if (c->held_late == 1)
-		accept_late_hold(c->w.fd);
+		accept_late_hold(c->w.fd, false);
 	why = b_propose(c, &c->prx);
 
 	/* (a proposer that tries again later hears at once: no data call of its waits on us) */
@@ -1433,6 +1466,15 @@ static void b_side_read(struct ev_loop *loop, ev_io *w, int revents)
 	r = san_sidechan_recv(w->fd, &rx, c->stage < 2);
 	if (r == -EAGAIN)
 		return;
+	if (r == -ECONNRESET && c->stage == 1) {
+		/*
+		 * (the channel's error comes before the messages queued behind it, and is told
+		 * once: A's SWITCH or ABORT, if it sent one, is the next read; else its end)
+		 */
+		r = san_sidechan_recv(w->fd, &rx, true);
+		if (r == -EAGAIN)
+			r = -EPIPE;
+	}
 	if (c->stage == 1) {
 		if (r == 0 && rx.msg.type == SAN_T_SWITCH) {
 			b_switch(loop, c, &rx);
@@ -1450,8 +1492,8 @@ static void b_side_read(struct ev_loop *loop, ev_io *w, int revents)
 		 */
 		if (!((c->prx.msg.u.propose.caps & SAN_CAP_RETRIES) &&
 		      (r == -EPIPE || (r == 0 && rx.msg.type == SAN_T_ABORT &&
-				       rx.msg.u.abort.reason == SAN_R_TIMEOUT)) &&
-		      b_unprepare(c->s)))
+				       a_tries_again(rx.msg.u.abort.reason))) &&
+		      b_unprepare(c->s, "its ABORT came first")))
 			san_up_b_fallback(c->s, r == 0 && rx.msg.type == SAN_T_ABORT
 							? rx.msg.u.abort.reason
 							: SAN_R_CHANNEL);
